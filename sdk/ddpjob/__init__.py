@@ -1,0 +1,32 @@
+"""ddpjob: run PyTorch DistributedDataParallel training jobs locally or on SageMaker.
+
+Names are imported lazily so that `import ddpjob` stays fast (and never imports torch).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Estimator": "ddpjob.estimator",
+    "PyTorch": "ddpjob.estimator",
+    "LocalSession": "ddpjob.local.session",
+    "Session": "ddpjob.session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.estimator import Estimator, PyTorch
+    from ddpjob.local.session import LocalSession
+    from ddpjob.session import Session
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ddpjob' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

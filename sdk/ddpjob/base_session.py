@@ -1,0 +1,50 @@
+"""The small surface every control plane offers, so the estimator never asks which it holds."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from typing import Any
+
+TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+
+
+class BaseSession(abc.ABC):
+    """A control plane for training jobs: SageMaker (`Session`) or this machine (`LocalSession`)."""
+
+    #: True when jobs run on this machine (no Docker, no cloud account).
+    local: bool = False
+
+    @property
+    @abc.abstractmethod
+    def sagemaker_client(self) -> Any:
+        """A boto3-shaped SageMaker client: create/describe/stop/list training jobs."""
+
+    @abc.abstractmethod
+    def default_output_path(self) -> str:
+        """Where jobs write outputs when the estimator names no `output_path` (a folder URI)."""
+
+    @abc.abstractmethod
+    def iter_logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]:
+        """Yield `(host, line)` of every host of the job, in arrival order.
+
+        With `follow`, keep waiting for new lines until the job is terminal and its logs are
+        drained; without, yield what exists now and return.
+        """
+
+    @property
+    def region_name(self) -> str | None:
+        """The AWS region the session talks to, when there is one."""
+        return None
+
+    def default_role(self) -> str | None:
+        """The IAM role used when the estimator names none (None: a role is required)."""
+        return None
+
+    def describe_training_job(self, job_name: str) -> dict[str, Any]:
+        """The DescribeTrainingJob response of `job_name`."""
+        return self.sagemaker_client.describe_training_job(TrainingJobName=job_name)
+
+    def stop_training_job(self, job_name: str) -> None:
+        """Ask the control plane to stop `job_name`."""
+        self.sagemaker_client.stop_training_job(TrainingJobName=job_name)
