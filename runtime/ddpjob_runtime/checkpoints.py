@@ -1,0 +1,414 @@
+"""Rank-0 checkpoints, written atomically and shipped to `checkpoint_s3_uri` in the background.
+
+Inside `train.py`::
+
+    from ddpjob_runtime import checkpoints
+
+    state = checkpoints.load_latest()            # every rank; None on a fresh start
+    ...
+    checkpoints.save({"model": model.module.state_dict(), "step": step}, step=step)
+
+Layout (docs/contract.md), locally under `DDPJOB_CHECKPOINT_DIR` and mirrored under
+`DDPJOB_CHECKPOINT_URI`::
+
+    step-000000100/state.pt        torch.save of the state
+    step-000000100/manifest.json   written last; its presence with matching sizes = complete
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime import storage
+from ddpjob_runtime.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+STATE = "state.pt"
+MANIFEST = "manifest.json"
+DEFAULT_KEEP = 3
+_STEP_DIR = re.compile(r"^step-(\d{9,})$")
+
+
+class CheckpointError(StorageError):
+    """A checkpoint exists but cannot be read; the message names its path."""
+
+
+def step_dir_name(step: int) -> str:
+    """The folder of checkpoint `step`: step-000000100."""
+    return f"step-{step:09d}"
+
+
+def checkpoint_dir() -> Path:
+    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR, else <job root>/checkpoints."""
+    if os.environ.get("DDPJOB_CHECKPOINT_DIR"):
+        return Path(os.environ["DDPJOB_CHECKPOINT_DIR"])
+    return Path(os.environ.get("SAGEMAKER_BASE_DIR") or "/opt/ml") / "checkpoints"
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0") or 0)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _steps(names: list[str]) -> list[int]:
+    return sorted(int(m.group(1)) for n in names if (m := _STEP_DIR.match(n)))
+
+
+def _read_manifest(path: Path) -> dict | None:
+    """The manifest at `path`, or None when it is missing; CheckpointError when unreadable."""
+    try:
+        manifest = json.loads(path.read_text())
+        files = manifest["files"]
+        int(manifest["step"])
+        for meta in files.values():
+            int(meta["size"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"{path}: unreadable checkpoint manifest ({exc})") from exc
+    return manifest
+
+
+def _complete(folder: Path) -> dict | None:
+    """The manifest of the checkpoint in `folder` when it is complete (every size matches)."""
+    manifest = _read_manifest(folder / MANIFEST)
+    if manifest is None:
+        return None
+    for name, meta in manifest["files"].items():
+        try:
+            if (folder / name).stat().st_size != int(meta["size"]):
+                return None
+        except FileNotFoundError:
+            return None
+    return manifest
+
+
+def complete_steps(local_dir: Path | None = None) -> list[int]:
+    """Steps of the complete checkpoints in the local folder, oldest first."""
+    root = Path(local_dir) if local_dir is not None else checkpoint_dir()
+    if not root.is_dir():
+        return []
+    names = [p.name for p in root.iterdir() if p.is_dir()]
+    return [s for s in _steps(names) if _complete(root / step_dir_name(s)) is not None]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | None:
+    """The state of the latest complete checkpoint in the local folder, or None when there is none.
+
+    Every rank calls it; the runtime brought the latest checkpoint down from
+    `checkpoint_s3_uri` before the script started. The file is checked against its manifest
+    (size and sha256) and loaded with `torch.load(weights_only=weights_only)`. A checkpoint that
+    is complete but corrupt raises CheckpointError naming its path (never loaded silently).
+    """
+    import torch
+
+    root = checkpoint_dir()
+    steps = complete_steps(root)
+    if not steps:
+        return None
+    folder = root / step_dir_name(steps[-1])
+    manifest = _read_manifest(folder / MANIFEST)
+    path = folder / STATE
+    expected = manifest["files"].get(STATE, {}).get("sha256")
+    if expected and _sha256(path) != expected:
+        raise CheckpointError(f"{path}: corrupt checkpoint (sha256 does not match its manifest)")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=weights_only)
+    except Exception as exc:  # torch raises many kinds for a bad file; name the path once
+        raise CheckpointError(f"{path}: unreadable checkpoint ({type(exc).__name__}: "
+                              f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
+    log.info("loaded checkpoint %s", folder)
+    return state
+
+
+# ---------------------------------------------------------------- restoring (bootstrap)
+
+
+def _remote_complete(uri: str, step: int, sizes: dict[str, int], tmp: Path) -> dict | None:
+    """The remote manifest of `step` when every file it lists is there with its size."""
+    prefix = step_dir_name(step)
+    storage.download_file(storage.join(uri, prefix, MANIFEST), tmp / MANIFEST)
+    manifest = _read_manifest(tmp / MANIFEST)
+    for name, meta in manifest["files"].items():
+        if sizes.get(f"{prefix}/{name}") != int(meta["size"]):
+            return None
+    return manifest
+
+
+def restore_latest(uri: str, local_dir: Path) -> int | None:
+    """Bring the latest complete checkpoint under `uri` down into `local_dir`; return its step.
+
+    Called by the bootstrap before the user's script starts. `uri` is a folder (`run-1` never
+    sees `run-10/`); a checkpoint counts when its manifest is there and every file it lists has
+    the listed size. Files land before the manifest, so an interrupted restore looks incomplete.
+    Returns None when `uri` holds no complete checkpoint.
+    """
+    local_dir = Path(local_dir)
+    objects = storage.list_objects(uri)
+    sizes = dict(objects)
+    candidates = [s for s in _steps({k.split("/")[0] for k in sizes}) if
+                  f"{step_dir_name(s)}/{MANIFEST}" in sizes]
+    with tempfile.TemporaryDirectory(prefix="ddpjob-ckpt-") as tmp:
+        for step in reversed(candidates):
+            remote = storage.join(uri, step_dir_name(step))
+            manifest = _remote_complete(uri, step, sizes, Path(tmp))
+            if manifest is None:
+                log.warning("skipping incomplete checkpoint %s", remote)
+                continue
+            folder = local_dir / step_dir_name(step)
+            if _complete(folder) == manifest:
+                return step  # already here (a restart on the same host)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / MANIFEST).unlink(missing_ok=True)
+            for name in manifest["files"]:
+                storage.download_file(storage.join(remote, name), folder / name)
+            storage.download_file(storage.join(remote, MANIFEST), folder / MANIFEST)
+            if _complete(folder) is None:
+                raise CheckpointError(f"{folder}: restored checkpoint does not match its manifest")
+            log.info("restored checkpoint %s from %s", folder, uri)
+            return step
+    return None
+
+
+# ---------------------------------------------------------------- writing (rank 0)
+
+
+def _snapshot(obj: Any, reuse: Any = None) -> Any:
+    """A copy of `obj` that training cannot change: tensors copied to CPU, containers rebuilt.
+
+    `reuse` is the previous, already written snapshot: its CPU tensors of the same shape and
+    dtype are overwritten in place, which spares the page faults of fresh 100s of MB.
+    """
+    import copy
+
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        obj = obj.detach()
+        if (isinstance(reuse, torch.Tensor) and reuse.shape == obj.shape
+                and reuse.dtype == obj.dtype and reuse.is_contiguous() and obj.is_contiguous()
+                and type(reuse) is torch.Tensor and obj.layout == torch.strided):
+            return reuse.copy_(obj)
+        return obj.clone() if obj.device.type == "cpu" else obj.to("cpu")
+    if isinstance(obj, dict):
+        old = reuse if isinstance(reuse, dict) else {}
+        out = type(obj)((k, _snapshot(v, old.get(k))) for k, v in obj.items())
+        if getattr(obj, "__dict__", None):  # state_dict()'s `_metadata` (versions of modules)
+            out.__dict__.update(copy.deepcopy(obj.__dict__))
+        return out
+    if isinstance(obj, (list, tuple)):
+        same = isinstance(reuse, (list, tuple)) and len(reuse) == len(obj)
+        old = reuse if same else [None] * len(obj)
+        items = [_snapshot(v, r) for v, r in zip(obj, old, strict=True)]
+        if isinstance(obj, list):
+            return items
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    return copy.deepcopy(obj)
+
+
+class _HashingWriter:
+    """A file object that hashes what passes through it (one pass over the data)."""
+
+    def __init__(self, f):
+        self._f = f
+        self.digest = hashlib.sha256()
+
+    def write(self, data) -> int:
+        self.digest.update(data)
+        return self._f.write(data)
+
+    def flush(self) -> None:
+        self._f.flush()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _write_local(state: Any, step: int, root: Path) -> Path:
+    """torch.save into a temp file, fsync, rename into step-N/state.pt, manifest last."""
+    import torch
+
+    folder = root / step_dir_name(step)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)  # re-saving a step: incomplete until done
+    tmp = root / f".{step_dir_name(step)}.{STATE}.tmp"
+    with open(tmp, "wb") as f:
+        writer = _HashingWriter(f)
+        torch.save(state, writer)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / STATE)
+    _fsync_dir(folder)
+    size = (folder / STATE).stat().st_size
+    manifest = {"step": step, "time": time.time(),
+                "files": {STATE: {"size": size, "sha256": writer.digest.hexdigest()}}}
+    _write_json_atomic(folder / MANIFEST, manifest)
+    return folder
+
+
+def _upload(folder: Path, uri: str) -> None:
+    """Upload a checkpoint folder: its files first, the manifest last."""
+    target = storage.join(uri, folder.name)
+    storage.delete(storage.join(target, MANIFEST))  # a re-saved step is incomplete until done
+    for path in sorted(folder.iterdir()):
+        if path.name != MANIFEST and path.is_file():
+            storage.upload_file(path, storage.join(target, path.name))
+    storage.upload_file(folder / MANIFEST, storage.join(target, MANIFEST))
+
+
+def _prune_local(root: Path, keep: int) -> None:
+    """Keep the newest `keep` complete checkpoints; drop older ones and older leftovers."""
+    complete = complete_steps(root)
+    kept = set(complete[-keep:])
+    if not kept:
+        return
+    for step in _steps([p.name for p in root.iterdir() if p.is_dir()]):
+        if step not in kept and step < max(kept):
+            shutil.rmtree(root / step_dir_name(step), ignore_errors=True)
+
+
+def _prune_remote(uri: str, keep: int) -> None:
+    """The same for `uri`: remote steps not among the newest `keep` complete ones go."""
+    sizes = dict(storage.list_objects(uri))
+    steps = _steps({k.split("/")[0] for k in sizes})
+    complete = [s for s in steps if f"{step_dir_name(s)}/{MANIFEST}" in sizes]
+    kept = set(complete[-keep:])
+    if not kept:
+        return
+    for step in steps:
+        if step not in kept and step < max(kept):
+            prefix = storage.join(uri, step_dir_name(step))
+            storage.delete(storage.join(prefix, MANIFEST))  # incomplete first, then the rest
+            storage.delete_prefix(prefix)
+
+
+class _Shipper:
+    """One background writer per process: at most one snapshot in flight."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self.last_snapshot: Any = None  # reused by the next save once written
+
+    def wait(self) -> None:
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def busy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def raise_pending(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            if isinstance(error, StorageError):
+                raise error
+            message = f"checkpoint write failed: {type(error).__name__}: {error}"
+            raise StorageError(message) from error
+
+    def start(self, state: Any, step: int, root: Path, uri: str | None, keep: int) -> None:
+        def work() -> None:
+            try:
+                start = time.monotonic()
+                folder = _write_local(state, step, root)
+                _prune_local(root, keep)
+                if uri:
+                    _upload(folder, uri)
+                    _prune_remote(uri, keep)
+                log.info("checkpoint %s written%s in %.2fs", folder,
+                         f" and uploaded to {uri}" if uri else "", time.monotonic() - start)
+            except BaseException as exc:  # kept for flush()/the next save(); never lost
+                log.error("checkpoint step %d failed: %s", step, exc)
+                self._error = exc
+
+        # Non-daemon: the interpreter waits for an unfinished upload before it exits.
+        self._thread = threading.Thread(target=work, name=f"ddpjob-checkpoint-{step}")
+        self._thread.start()
+
+
+_shipper = _Shipper()
+
+
+def save(state: Any, step: int | None = None, *, keep: int = DEFAULT_KEEP,
+         block: bool = True) -> bool:
+    """Checkpoint `state` (any torch.save-able object); only global rank 0 writes.
+
+    Other ranks return False at once. On rank 0 the training loop waits only for an in-memory
+    snapshot (tensors copied to CPU); writing `step-N/state.pt` atomically, the manifest, the
+    upload to `DDPJOB_CHECKPOINT_URI` (when set) and pruning happen in a background thread.
+
+    At most one snapshot is in flight: a save while the previous one is still writing or
+    uploading WAITS for it (block=True), or returns False without saving (block=False). The
+    last snapshot stays in memory and the next save copies into it (one state's worth of CPU
+    memory in all).
+    `step` defaults to one past the latest step; `keep` (default 3) newest complete checkpoints
+    are kept locally and remotely, and the newest complete one is never deleted. Raises
+    StorageError when the previous background write or upload failed. Returns True once the
+    snapshot is taken.
+    """
+    if _rank() != 0:
+        return False
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    with _shipper._lock:
+        if _shipper.busy() and not block:
+            return False
+        _shipper.wait()
+        _shipper.raise_pending()
+        root = checkpoint_dir()
+        if step is None:  # the previous save is done, so its folder is there
+            known = _steps([p.name for p in root.iterdir()]) if root.is_dir() else []
+            step = max(known, default=-1) + 1
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        snapshot = _snapshot(state, _shipper.last_snapshot)
+        _shipper.last_snapshot = snapshot
+        uri = os.environ.get("DDPJOB_CHECKPOINT_URI") or None
+        _shipper.start(snapshot, int(step), root, uri, keep)
+    return True
+
+
+def flush() -> None:
+    """Wait for the checkpoint in flight (write and upload); StorageError if it failed.
+
+    The runtime calls it after the user's script ends, so a failed upload fails the job.
+    """
+    _shipper.wait()
+    _shipper.raise_pending()

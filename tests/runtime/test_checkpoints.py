@@ -1,0 +1,170 @@
+"""ddpjob_runtime.checkpoints: atomic rank-0 saves, background upload to moto, restore, pruning."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from ddpjob_runtime import checkpoints, storage
+from ddpjob_runtime.errors import StorageError
+
+
+@pytest.fixture
+def ckpt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Rank 0 with a local checkpoint folder and no upload; drains the writer afterwards."""
+    folder = tmp_path / "checkpoints"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(folder))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.delenv("DDPJOB_CHECKPOINT_URI", raising=False)
+    yield folder
+    with contextlib.suppress(StorageError):
+        checkpoints.flush()
+
+
+def _state(value: float, n: int = 1000) -> dict:
+    model = torch.nn.Linear(n // 10, 10)
+    with torch.no_grad():
+        model.weight.fill_(value)
+    return {"model": model.state_dict(), "step": int(value), "extra": [torch.ones(3) * value]}
+
+
+def test_round_trip_and_upload(ckpt: Path, s3_bucket: str, monkeypatch) -> None:
+    uri = f"s3://{s3_bucket}/ckpt/run-1"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", uri)
+    assert checkpoints.load_latest() is None
+    state = _state(1.0)
+    assert checkpoints.save(state, step=100) is True
+    state["model"]["weight"].fill_(9.0)  # training goes on: the snapshot must not change
+    checkpoints.flush()
+
+    loaded = checkpoints.load_latest()
+    assert loaded["step"] == 1
+    assert torch.equal(loaded["model"]["weight"], torch.full((10, 100), 1.0))
+    assert hasattr(loaded["model"], "_metadata")  # state_dict versions survive the snapshot
+    manifest = json.loads((ckpt / "step-000000100" / "manifest.json").read_text())
+    assert manifest["step"] == 100
+    size = (ckpt / "step-000000100" / "state.pt").stat().st_size
+    assert manifest["files"]["state.pt"]["size"] == size
+    assert sorted(k for k, _ in storage.list_objects(uri)) == [
+        "step-000000100/manifest.json", "step-000000100/state.pt"]
+    assert not [p for p in ckpt.iterdir() if p.name.startswith(".")]  # no temp files left
+
+    # the bootstrap of the next run brings it back into an empty folder
+    restored = ckpt.parent / "restored"
+    assert checkpoints.restore_latest(uri, restored) == 100
+    assert (restored / "step-000000100" / "state.pt").read_bytes() == (
+        ckpt / "step-000000100" / "state.pt").read_bytes()
+
+
+def test_other_ranks_write_nothing(ckpt: Path, monkeypatch) -> None:
+    monkeypatch.setenv("RANK", "3")
+    assert checkpoints.save({"x": torch.ones(2)}) is False
+    checkpoints.flush()
+    assert not ckpt.exists()
+
+
+def test_step_numbering_and_keep(ckpt: Path, s3_bucket: str, monkeypatch) -> None:
+    uri = f"s3://{s3_bucket}/ckpt/run-2"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", uri)
+    for i in range(5):
+        checkpoints.save({"i": torch.tensor(i)}, keep=2)
+    checkpoints.flush()
+    assert checkpoints.complete_steps(ckpt) == [3, 4]
+    assert {k.split("/")[0] for k, _ in storage.list_objects(uri)} == {
+        "step-000000003", "step-000000004"}
+    assert checkpoints.load_latest()["i"].item() == 4
+    checkpoints.save({"i": torch.tensor(10)}, step=10, keep=2)
+    checkpoints.save({"i": torch.tensor(11)}, keep=2)
+    checkpoints.flush()
+    assert checkpoints.complete_steps(ckpt) == [10, 11]
+
+
+def test_incomplete_checkpoints_are_ignored(ckpt: Path) -> None:
+    checkpoints.save({"v": 1}, step=1)
+    checkpoints.flush()
+    # a newer step without manifest, and one whose file is shorter than its manifest says
+    (ckpt / "step-000000002").mkdir()
+    torch.save({"v": 2}, ckpt / "step-000000002" / "state.pt")
+    (ckpt / "step-000000003").mkdir()
+    torch.save({"v": 3}, ckpt / "step-000000003" / "state.pt")
+    (ckpt / "step-000000003" / "manifest.json").write_text(json.dumps(
+        {"step": 3, "time": 0, "files": {"state.pt": {"size": 10**9, "sha256": "0"}}}))
+    assert checkpoints.complete_steps(ckpt) == [1]
+    assert checkpoints.load_latest() == {"v": 1}
+
+
+def test_corrupt_checkpoint_names_the_path(ckpt: Path) -> None:
+    checkpoints.save({"v": torch.arange(100)}, step=5)
+    checkpoints.flush()
+    path = ckpt / "step-000000005" / "state.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, different bytes
+    path.write_bytes(bytes(data))
+    with pytest.raises(checkpoints.CheckpointError, match=f"{path}: corrupt checkpoint"):
+        checkpoints.load_latest()
+    (ckpt / "step-000000005" / "manifest.json").write_text("{not json")
+    with pytest.raises(StorageError, match="manifest.json: unreadable checkpoint manifest"):
+        checkpoints.load_latest()
+
+
+def test_unpicklable_with_weights_only_is_clear(ckpt: Path) -> None:
+    checkpoints.save({"obj": Path("/x")}, step=1)
+    checkpoints.flush()
+    with pytest.raises(checkpoints.CheckpointError, match="state.pt: unreadable checkpoint"):
+        checkpoints.load_latest()
+    assert checkpoints.load_latest(weights_only=False) == {"obj": Path("/x")}
+
+
+def test_restore_picks_latest_complete_and_ignores_siblings(ckpt: Path, s3_bucket: str,
+                                                             monkeypatch) -> None:
+    base = f"s3://{s3_bucket}/ckpt"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", f"{base}/run-10")
+    checkpoints.save({"run": 10}, step=50)
+    checkpoints.flush()
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", f"{base}/run-1/")
+    checkpoints.save({"run": 1}, step=7)
+    checkpoints.flush()
+    # a newer step on S3 whose manifest arrived but whose file is short: not complete
+    tmp = ckpt.parent / "fake"
+    tmp.mkdir()
+    (tmp / "state.pt").write_bytes(b"short")
+    (tmp / "manifest.json").write_text(json.dumps(
+        {"step": 8, "time": 0, "files": {"state.pt": {"size": 999, "sha256": "0"}}}))
+    storage.upload_dir(tmp, f"{base}/run-1/step-000000008")
+
+    local = ckpt.parent / "restore"
+    assert checkpoints.restore_latest(f"{base}/run-1", local) == 7
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(local))
+    assert checkpoints.load_latest() == {"run": 1}
+    assert checkpoints.restore_latest(f"{base}/run-1", local) == 7  # idempotent
+    assert checkpoints.restore_latest(f"{base}/run-3", ckpt.parent / "none") is None
+
+
+def test_restore_from_file_uri(ckpt: Path, tmp_path: Path, monkeypatch) -> None:
+    remote = tmp_path / "remote"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", remote.as_uri())
+    checkpoints.save({"v": 3}, step=3)
+    checkpoints.flush()
+    assert (remote / "step-000000003" / "manifest.json").exists()
+    assert checkpoints.restore_latest(remote.as_uri(), tmp_path / "r") == 3
+
+
+def test_failed_upload_fails_flush(ckpt: Path, aws_env: str, monkeypatch) -> None:
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", "s3://no-such-bucket-ckpt/run")
+    checkpoints.save({"v": 1}, step=1)
+    with pytest.raises(StorageError, match="s3://no-such-bucket-ckpt/run/step-000000001.*"
+                                           "no such bucket"):
+        checkpoints.flush()
+    checkpoints.flush()  # reported once
+    assert checkpoints.complete_steps(ckpt) == [1]  # the local copy is intact
+
+
+def test_failed_upload_surfaces_at_next_save(ckpt: Path, aws_env: str, monkeypatch) -> None:
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", "s3://no-such-bucket-ckpt/run")
+    checkpoints.save({"v": 1}, step=1)
+    with pytest.raises(StorageError, match="no such bucket"):
+        checkpoints.save({"v": 2}, step=2)
