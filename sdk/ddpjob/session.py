@@ -1,0 +1,223 @@
+"""`Session`: the SageMaker control plane, through boto3 (jobs, default bucket, CloudWatch logs)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ddpjob.aws_errors import aws_errors, translate_client_error
+from ddpjob.base_session import BaseSession
+from ddpjob.cloudwatch_logs import LogPolling, follow_logs
+from ddpjob.errors import UserInputError
+
+logger = logging.getLogger(__name__)
+
+# botocore retries throttling and transient errors itself, with backoff; adaptive mode also
+# rate-limits this client once it sees throttling (CloudWatch Logs' read APIs allow few TPS).
+_RETRIES = {"mode": "standard", "max_attempts": 10}
+_LOG_RETRIES = {"mode": "adaptive", "max_attempts": 10}
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/\S+$")
+_ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
+
+ROLE_REQUIRED = (
+    "role is required for SageMaker jobs: pass role='arn:aws:iam::<account>:role/<name>' "
+    "(an IAM role that SageMaker can assume), or set role in ~/.ddpjob/config.yaml"
+)
+
+
+def require_role(role: str | None) -> str:
+    """Return `role` when it looks like an IAM role ARN or name; else raise UserInputError."""
+    if not role or not isinstance(role, str):
+        raise UserInputError(ROLE_REQUIRED)
+    if role.startswith("arn:"):
+        if not _ROLE_ARN.match(role):
+            raise UserInputError(
+                f"role {role!r} is not an IAM role ARN: use "
+                f"'arn:aws:iam::<12-digit account>:role/<name>'"
+            )
+    elif not _ROLE_NAME.match(role):
+        raise UserInputError(
+            f"role {role!r} is neither an IAM role ARN nor a role name: use "
+            f"'arn:aws:iam::<account>:role/<name>'"
+        )
+    return role
+
+
+def _partition(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+class Session(BaseSession):
+    """Training jobs on Amazon SageMaker: SageMaker provisions the hosts, CloudWatch holds logs."""
+
+    local = False
+
+    def __init__(
+        self,
+        boto_session: Any = None,
+        sagemaker_client: Any = None,
+        logs_client: Any = None,
+        default_bucket: str | None = None,
+        *,
+        log_polling: LogPolling | None = None,
+    ):
+        """Clients default to ones made from `boto_session` (default: `boto3.Session()`).
+
+        `default_bucket` replaces `sagemaker-<region>-<account>`; `log_polling` sets how
+        `iter_logs` polls CloudWatch.
+        """
+        import boto3
+        from botocore.config import Config
+
+        self.boto_session = boto_session or boto3.Session()
+        region = self.boto_session.region_name or (
+            sagemaker_client.meta.region_name if sagemaker_client is not None else None
+        )
+        if not region:
+            raise UserInputError(
+                "No AWS region configured: set AWS_DEFAULT_REGION (e.g. us-east-1), run "
+                "`aws configure`, or pass boto_session=boto3.Session(region_name=...)"
+            )
+        self._region: str = region
+        self._sagemaker = sagemaker_client or self.boto_session.client(
+            "sagemaker", region_name=region, config=Config(retries=_RETRIES)
+        )
+        self._logs = logs_client or self.boto_session.client(
+            "logs", region_name=region, config=Config(retries=_LOG_RETRIES)
+        )
+        self._bucket_override = default_bucket
+        self._default_bucket: str | None = None
+        self._account: str | None = None
+        self.log_polling = log_polling or LogPolling()
+
+    # --- BaseSession -------------------------------------------------------------------------
+
+    @property
+    def sagemaker_client(self) -> Any:
+        """The boto3 SageMaker client (its errors are botocore's; the methods below translate)."""
+        return self._sagemaker
+
+    @property
+    def logs_client(self) -> Any:
+        """The boto3 CloudWatch Logs client."""
+        return self._logs
+
+    @property
+    def region_name(self) -> str:
+        """The AWS region of every client of this session."""
+        return self._region
+
+    def default_output_path(self) -> str:
+        """`s3://<default bucket>/`, creating the bucket when it does not exist."""
+        return f"s3://{self.default_bucket()}/"
+
+    def default_role(self) -> str | None:
+        """None: SageMaker jobs need an explicit role (see `require_role`)."""
+        return None
+
+    def iter_logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]:
+        """`(host, line)` from the CloudWatch logs of every host of `job_name`, time-ordered."""
+        self.describe_training_job(job_name)  # a clear error now for an unknown job
+        return follow_logs(
+            self._logs, job_name,
+            lambda: self.describe_training_job(job_name)["TrainingJobStatus"],
+            follow=follow, polling=self.log_polling, region=self._region,
+        )
+
+    def describe_training_job(self, job_name: str) -> dict[str, Any]:
+        """The DescribeTrainingJob response of `job_name` (JobNotFoundError when there is none)."""
+        with aws_errors("DescribeTrainingJob", job_name=job_name, region=self._region):
+            return self._sagemaker.describe_training_job(TrainingJobName=job_name)
+
+    def stop_training_job(self, job_name: str) -> None:
+        """Ask SageMaker to stop `job_name`; it ends `Stopped` after its hosts shut down."""
+        with aws_errors("StopTrainingJob", job_name=job_name, region=self._region):
+            self._sagemaker.stop_training_job(TrainingJobName=job_name)
+
+    # --- more of the SageMaker API, with clear errors ----------------------------------------
+
+    def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Send a CreateTrainingJob request as built by the estimator; return the response."""
+        require_role(request.get("RoleArn"))
+        with aws_errors("CreateTrainingJob", request=request, region=self._region):
+            return self._sagemaker.create_training_job(**request)
+
+    def list_training_jobs(self, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every TrainingJobSummary that ListTrainingJobs returns for `kwargs` (all pages)."""
+        with aws_errors("ListTrainingJobs", region=self._region):
+            pages = self._sagemaker.get_paginator("list_training_jobs").paginate(**kwargs)
+            return [job for page in pages for job in page["TrainingJobSummaries"]]
+
+    # --- account, role and default bucket ----------------------------------------------------
+
+    def account_id(self) -> str:
+        """The AWS account of the session's credentials (STS GetCallerIdentity)."""
+        if self._account is None:
+            sts = self.boto_session.client("sts", region_name=self._region)
+            with aws_errors("GetCallerIdentity", region=self._region):
+                self._account = sts.get_caller_identity()["Account"]
+        return self._account
+
+    def expand_role(self, role: str | None) -> str:
+        """The role's ARN: a bare role name becomes `arn:<partition>:iam::<account>:role/<name>`."""
+        role = require_role(role)
+        if role.startswith("arn:"):
+            return role
+        return f"arn:{_partition(self._region)}:iam::{self.account_id()}:role/{role}"
+
+    def default_bucket(self) -> str:
+        """The bucket for code and outputs: `default_bucket`, or `sagemaker-<region>-<account>`.
+
+        Created when missing, as the official SageMaker SDK does. A bucket of that name owned by
+        another account is refused rather than written to.
+        """
+        if self._default_bucket is None:
+            chosen_by_us = not self._bucket_override
+            name = self._bucket_override or f"sagemaker-{self._region}-{self.account_id()}"
+            self._ensure_bucket(name, expected_owner=self.account_id() if chosen_by_us else None)
+            self._default_bucket = name
+        return self._default_bucket
+
+    def _ensure_bucket(self, name: str, expected_owner: str | None) -> None:
+        from botocore.exceptions import ClientError
+
+        s3 = self.boto_session.client("s3", region_name=self._region)
+        head: dict[str, Any] = {"Bucket": name}
+        if expected_owner:
+            head["ExpectedBucketOwner"] = expected_owner  # S3 answers 403 for someone else's
+        try:
+            s3.head_bucket(**head)
+            return
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in ("403", "AccessDenied", "Forbidden"):
+                raise UserInputError(
+                    f"S3 bucket {name} exists but is not yours or not readable: pass "
+                    f"default_bucket=<a bucket you own> (or set default_bucket in the config)"
+                ) from error
+            if code not in ("404", "NoSuchBucket", "NotFound"):
+                raise translate_client_error(error, operation="HeadBucket",
+                                             region=self._region) from error
+        create: dict[str, Any] = {"Bucket": name}
+        if self._region != "us-east-1":  # S3 rejects an explicit us-east-1 location
+            create["CreateBucketConfiguration"] = {"LocationConstraint": self._region}
+        try:
+            s3.create_bucket(**create)
+            logger.info("Created S3 bucket %s", name)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code == "BucketAlreadyExists":
+                raise UserInputError(
+                    f"S3 bucket name {name} is taken by another account: pass "
+                    f"default_bucket=<a bucket you own> (or set default_bucket in the config)"
+                ) from error
+            # Another process of ours created it meanwhile: fine.
+            if code not in ("BucketAlreadyOwnedByYou", "OperationAborted"):
+                raise translate_client_error(error, operation="CreateBucket",
+                                             region=self._region) from error
