@@ -1,0 +1,244 @@
+"""`ddpjob-train`: what every host of a job runs (the container's `train`).
+
+Reads the job root, fetches the code, stages inputs and the latest checkpoint, launches the
+workers (torchrun, mpirun or one process), then uploads the results from the first host.
+Exit code: 0, else the first failing rank's own code, 1 for a runtime error; every failure
+also writes `output/failure`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from ddpjob_runtime import failure, hosts, launcher, phases, sm_variables, sourcedir
+from ddpjob_runtime.entrypoint import check_entry_point
+from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
+from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
+
+log = logging.getLogger("ddpjob_runtime")
+
+CHECKPOINT_DIR_ENV = "DDPJOB_CHECKPOINT_DIR"
+CHECKPOINT_URI_ENV = "DDPJOB_CHECKPOINT_URI"
+_TRACEBACK_LINES = 40
+
+
+def _setup_logging(level: object = logging.INFO) -> None:
+    if isinstance(level, str) and not level.isdigit():
+        level = logging.getLevelName(level.upper())
+    try:
+        level = int(level)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        level = logging.INFO
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True
+    )
+
+
+def _host_of(root: Path) -> str:
+    """Best effort, for reporting a failure to read the config itself."""
+    try:
+        path = root / "input" / "config" / "resourceconfig.json"
+        return str(json.loads(path.read_text())["current_host"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return socket.gethostname()
+
+
+def _prepare_folders(env: TrainingEnvironment) -> None:
+    for folder in (env.code_dir, env.model_dir, env.output_data_dir, env.checkpoint_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+    for channel in env.input_data_config:
+        env.channel_dir(channel).mkdir(parents=True, exist_ok=True)
+
+
+def _stage_inputs(env: TrainingEnvironment) -> None:
+    """Channels and the latest checkpoint, when platform.json asks the runtime to bring them."""
+    channels = env.platform.get("channels") or {}
+    checkpoint_uri = env.platform.get("checkpoint_s3_uri")
+    if channels:
+        from ddpjob_runtime import storage
+
+        for name, uri in channels.items():
+            log.info("staging channel %s from %s", name, uri)
+            storage.download_prefix(uri, env.channel_dir(name))
+    if checkpoint_uri:
+        from ddpjob_runtime import checkpoints
+
+        step = checkpoints.restore_latest(checkpoint_uri, env.checkpoint_dir)
+        log.info("checkpoint restored: %s", f"step {step}" if step is not None else "none yet")
+
+
+def _worker_env(env: TrainingEnvironment, gpus: int, record_dir: Path) -> dict[str, str]:
+    if env.job_name:
+        os.environ.setdefault("TRAINING_JOB_NAME", env.job_name)  # SageMaker sets it too
+    variables = dict(os.environ)
+    variables.update(sm_variables.render(env, gpus))
+    variables.update(
+        {
+            CHECKPOINT_DIR_ENV: str(env.checkpoint_dir),
+            failure.RECORD_DIR_ENV: str(record_dir),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if env.platform.get("checkpoint_s3_uri"):
+        variables[CHECKPOINT_URI_ENV] = str(env.platform["checkpoint_s3_uri"])
+    return variables
+
+
+def _command(env: TrainingEnvironment, gpus: int, entry: str) -> list[str]:
+    hps = env.hyperparameters
+    strategy = launcher.choose_strategy(hps)
+    args = sm_variables.user_args(env.user_hyperparameters)
+    nproc = launcher.processes_per_host(hps, gpus)
+    if strategy is launcher.Strategy.SINGLE:
+        return launcher.single_command(entry, args)
+    addr, port = hosts.master_address(env)
+    if strategy is launcher.Strategy.MPI:
+        command = launcher.mpirun_command(
+            host_addresses=[hosts.host_address(env, h) for h in env.hosts],
+            nproc=nproc,
+            master_addr=addr,
+            master_port=port,
+            entry=entry,
+            args=args,
+        )
+        if not env.is_master:
+            raise RuntimeContractError(
+                "distribution 'mpi': only the first host starts mpirun; hosts other than "
+                f"{env.hosts[0]} need an MPI daemon (orted), which this runtime does not start"
+            )
+        return command
+    return launcher.torchrun_command(
+        nnodes=len(env.hosts),
+        node_rank=env.host_index,
+        nproc=nproc,
+        master_addr=addr,
+        master_port=port,
+        entry=entry,
+        args=args,
+    )
+
+
+def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, record_dir: Path) -> int:
+    """The host's exit code; writes `output/failure` when it is not 0."""
+    if result.exit_code == 0:
+        return 0
+    first = failure.first_failure(record_dir)
+    if first is not None:
+        tb = "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
+        text = failure.reason(env.current_host, first.rank, first.exit_code, first.exception, tb)
+        code = first.exit_code
+    elif result.stopped_by is not None:
+        code = 128 + result.stopped_by
+        name = signal.Signals(result.stopped_by).name
+        text = failure.reason(env.current_host, None, code, f"stopped by {name}")
+    else:
+        code = result.exit_code if result.exit_code > 0 else 128 - result.exit_code
+        text = failure.reason(
+            env.current_host,
+            None,
+            code,
+            f"the launcher exited with code {result.exit_code} (a worker was killed or could "
+            "not start; see the host's log)",
+        )
+    failure.write_failure(env.output_dir, text)
+    return code
+
+
+def _tar(folder: Path, archive: Path) -> None:
+    with tarfile.open(archive, "w:gz") as tar:
+        for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+            tar.add(child, arcname=child.name)
+
+
+def _upload_results(env: TrainingEnvironment) -> None:
+    """model/ and output/data/ as tar.gz under `<output_path>/<job_name>/output/`."""
+    output_path = env.platform.get("output_path")
+    if not output_path or not env.is_master:
+        return
+    from ddpjob_runtime import storage
+
+    phases.write_phase(env.platform.get("status_file"), "Uploading")
+    prefix = storage.join(str(output_path), env.job_name, "output")
+    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
+        for folder, name in (
+            (env.model_dir, "model.tar.gz"),
+            (env.output_data_dir, "output.tar.gz"),
+        ):
+            archive = Path(tmp) / name
+            _tar(folder, archive)
+            log.info("uploading %s to %s/%s", folder, prefix, name)
+            storage.upload_file(archive, f"{prefix}/{name}")
+
+
+def _train(env: TrainingEnvironment, record_dir: Path) -> int:
+    status_file = env.platform.get("status_file")
+    phases.write_phase(status_file, "Downloading")
+    _prepare_folders(env)
+    entry = env.entry_point
+    if env.submit_directory:
+        sourcedir.fetch_source(env.submit_directory, env.code_dir)
+    sourcedir.install_requirements(env.code_dir)
+    check_entry_point(env.code_dir, entry)
+    gpus = sm_variables.num_gpus()
+    command = _command(env, gpus, entry)
+    _stage_inputs(env)
+    variables = _worker_env(env, gpus, record_dir)
+    phases.write_phase(status_file, "Training")
+    result = launcher.run(command, variables, cwd=str(env.code_dir))
+    return _outcome(env, result, record_dir)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise JobStopped(signum)  # before the launch: unwind, report, upload (the launcher forwards)
+
+
+def train(root: Path | None = None) -> int:
+    """Run this host's part of the job under `root` (default: the job root); the exit code."""
+    root = root or job_root()
+    try:
+        env = read_environment(root)
+    except RuntimeContractError as exc:
+        log.error("%s", exc)
+        failure.write_failure(root / "output", failure.reason(_host_of(root), None, 1, str(exc)))
+        return 1
+    _setup_logging(env.hyperparameters.get("sagemaker_container_log_level", logging.INFO))
+    record_dir = Path(tempfile.mkdtemp(prefix="ddpjob-ranks-"))
+    code = 1
+    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        code = _train(env, record_dir)
+    except (RuntimeContractError, StorageError, JobStopped) as exc:
+        log.error("%s", exc)
+        code = exc.exit_code
+        text = failure.reason(env.current_host, None, code, str(exc))
+        failure.write_failure(env.output_dir, text)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(record_dir, ignore_errors=True)
+        try:
+            _upload_results(env)
+        except (StorageError, OSError) as exc:
+            log.error("uploading the results failed: %s", exc)
+            if code == 0:
+                code = 1
+                failure.write_failure(
+                    env.output_dir, failure.reason(env.current_host, None, 1, f"upload: {exc}")
+                )
+    log.info("host %s finished with exit code %d", env.current_host, code)
+    return code
+
+
+def main() -> None:
+    """Console entry point `ddpjob-train`."""
+    _setup_logging()
+    sys.exit(train())

@@ -1,0 +1,210 @@
+"""Build the launch command (torchrun, mpirun or a single process) and run it as one group.
+
+The launched tree lives in its own process group; it dies with the bootstrap (PDEATHSIG),
+receives the bootstrap's SIGTERM/SIGINT, and is killed whole when the launch ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import enum
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ddpjob_runtime.errors import RuntimeContractError
+
+log = logging.getLogger(__name__)
+
+WORKER_MODULE = "ddpjob_runtime.worker"
+KILL_GRACE_S = 5.0
+_TORCHRUN_FLAGS = (
+    "sagemaker_torch_distributed_enabled",
+    "sagemaker_pytorch_ddp_enabled",
+    "sagemaker_distributed_dataparallel_enabled",
+)
+
+
+class Strategy(enum.Enum):
+    TORCHRUN = "torch_distributed"
+    MPI = "mpi"
+    SINGLE = "single process per host"
+
+
+def _enabled(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def choose_strategy(hyperparameters: Mapping[str, Any]) -> Strategy:
+    """The distribution the official SDK asked for through its `sagemaker_*_enabled` flags."""
+    if any(_enabled(hyperparameters.get(flag)) for flag in _TORCHRUN_FLAGS):
+        return Strategy.TORCHRUN
+    if _enabled(hyperparameters.get("sagemaker_mpi_enabled")):
+        return Strategy.MPI
+    return Strategy.SINGLE
+
+
+def processes_per_host(hyperparameters: Mapping[str, Any], gpus: int) -> int:
+    """Workers on this host: `ddpjob_processes_per_host`, else MPI's setting, else GPUs, else 1."""
+    for name in ("ddpjob_processes_per_host", "sagemaker_mpi_num_of_processes_per_host"):
+        value = hyperparameters.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise RuntimeContractError(
+                f"hyperparameter {name!r} must be a positive integer, got {value!r}"
+            )
+        return value
+    return gpus or 1
+
+
+def worker_command(entry: str, args: Sequence[str]) -> list[str]:
+    """The wrapper each worker runs (module form so that launchers pass it through)."""
+    return ["-m", WORKER_MODULE, entry, *args]
+
+
+def torchrun_command(
+    *,
+    nnodes: int,
+    node_rank: int,
+    nproc: int,
+    master_addr: str,
+    master_port: int,
+    entry: str,
+    args: Sequence[str],
+) -> list[str]:
+    """`python -m torch.distributed.run ...` with a static rendezvous on the first host."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nnodes}",
+        f"--node_rank={node_rank}",
+        f"--nproc_per_node={nproc}",
+        f"--master_addr={master_addr}",
+        f"--master_port={master_port}",
+        "--max_restarts=0",
+        *worker_command(entry, args),
+    ]
+
+
+def mpirun_command(
+    *,
+    host_addresses: Sequence[str],
+    nproc: int,
+    master_addr: str,
+    master_port: int,
+    entry: str,
+    args: Sequence[str],
+) -> list[str]:
+    """`mpirun` across the hosts, `nproc` ranks each; run on the first host only."""
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise RuntimeContractError(
+            "distribution 'mpi' needs mpirun, which is not installed on this host; "
+            "use distribution={'torch_distributed': {'enabled': True}} instead"
+        )
+    hosts = ",".join(f"{address}:{nproc}" for address in host_addresses)
+    return [
+        mpirun,
+        "--allow-run-as-root",
+        "-np",
+        str(nproc * len(host_addresses)),
+        "--host",
+        hosts,
+        "-x",
+        f"MASTER_ADDR={master_addr}",
+        "-x",
+        f"MASTER_PORT={master_port}",
+        "-x",
+        "PATH",
+        "-x",
+        "PYTHONPATH",
+        sys.executable,
+        *worker_command(entry, args),
+    ]
+
+
+def single_command(entry: str, args: Sequence[str]) -> list[str]:
+    """One process on this host, like the toolkit without a distribution."""
+    return [sys.executable, *worker_command(entry, args)]
+
+
+def _child_setup() -> None:
+    """In the child before exec: die with the bootstrap, even if it is SIGKILLed."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
+    """SIGTERM the launched process group, SIGKILL what is left after `grace_s`, reap the leader."""
+    pgid = proc.pid
+    if _group_alive(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and _group_alive(pgid):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=0.1)
+            if proc.returncode is not None and _group_alive(pgid):
+                time.sleep(0.1)  # orphaned members are reaped by init, not by us
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+
+
+@dataclass(frozen=True)
+class LaunchResult:
+    exit_code: int  # the launcher's (negative: killed by that signal)
+    stopped_by: int | None  # the signal the bootstrap received and forwarded, if any
+
+
+def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
+    """Run `cmd` as its own process group; forward SIGTERM/SIGINT; leave nothing behind."""
+    log.info("launching: %s", " ".join(cmd))
+    stopped: list[int] = []
+    procs: list[subprocess.Popen] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+        log.warning("received signal %d: stopping the workers", signum)
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signum)
+
+    # Handlers first: a signal that arrives during the start must still reach the group.
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        procs.append(
+            subprocess.Popen(
+                list(cmd), env=dict(env), cwd=cwd, start_new_session=True, preexec_fn=_child_setup
+            )
+        )
+        if stopped:
+            forward(stopped[0], None)
+        code = procs[0].wait()
+    finally:
+        for proc in procs:
+            kill_group(proc)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return LaunchResult(code, stopped[0] if stopped else None)

@@ -1,0 +1,140 @@
+"""The wrapper each worker runs: `python -m ddpjob_runtime.worker <entry point> [args...]`.
+
+It maps MPI's rank variables to torchrun's, runs the user's entry point as `__main__`, and
+on failure records the rank's exit code and traceback for the bootstrap before exiting with
+that same code. After a clean end it waits for the background checkpoint upload, so a lost
+checkpoint fails the job.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+from ddpjob_runtime import failure
+from ddpjob_runtime.entrypoint import EntryKind, entry_kind, module_name
+
+_EXCEPTION_CHARS = 700
+# MPI launchers' names for torchrun's variables (Open MPI first, then PMI/Hydra).
+_MPI_NAMES = {
+    "RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK"),
+    "WORLD_SIZE": ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
+    "LOCAL_RANK": ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"),
+    "LOCAL_WORLD_SIZE": ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"),
+}
+
+
+def map_mpi_variables(environ: dict[str, str] | os._Environ) -> None:
+    """Set RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE from MPI's variables when absent."""
+    for name, sources in _MPI_NAMES.items():
+        if name in environ:
+            continue
+        for source in sources:
+            if source in environ:
+                environ[name] = environ[source]
+                break
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL us when our launcher dies, so no worker outlives its host."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the launcher died before prctl took effect
+        os._exit(128 + signal.SIGKILL)
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _record(exit_code: int, exception: str, tb: str = "") -> None:
+    failure.record(failure.RankFailure(_rank(), exit_code, exception[:_EXCEPTION_CHARS], tb))
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """What Python's own exit would be for this SystemExit (a message means 1)."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _run_user_code(entry: str, args: list[str]) -> int:
+    code_dir = Path.cwd()
+    kind = entry_kind(code_dir, entry)
+    if kind is EntryKind.COMMAND:
+        path = entry if "/" in entry else f"./{entry}"
+        return subprocess.call([path, *args])
+    sys.argv = [entry, *args]
+    if kind is EntryKind.PYTHON_MODULE:
+        sys.path.insert(0, str(code_dir))
+        runpy.run_module(module_name(entry), run_name="__main__", alter_sys=True)
+    else:
+        script = (code_dir / entry).resolve()
+        sys.path.insert(0, str(script.parent))  # as `python train.py` would
+        runpy.run_path(str(script), run_name="__main__")
+    return 0
+
+
+def _flush_checkpoints() -> None:
+    checkpoints = sys.modules.get("ddpjob_runtime.checkpoints")
+    if checkpoints is not None:
+        checkpoints.flush()
+
+
+def _failed(exc: BaseException) -> int:
+    tb = traceback.format_exc()
+    sys.stderr.write(tb)
+    code = 130 if isinstance(exc, KeyboardInterrupt) else 1
+    _record(code, "".join(traceback.format_exception_only(exc)).strip(), tb)
+    return code
+
+
+def run(argv: list[str]) -> int:
+    """Run the entry point `argv[0]` with arguments `argv[1:]`; return the exit code."""
+    map_mpi_variables(os.environ)
+    try:
+        code = _run_user_code(argv[0], argv[1:])
+    except SystemExit as exc:
+        code = _exit_code(exc)
+        if code:
+            _record(code, f"SystemExit: {exc.code}", traceback.format_exc())
+            return code
+    except BaseException as exc:  # noqa: B036 - the user's failure, whatever it is, is recorded
+        return _failed(exc)
+    if code:
+        _record(code, f"{argv[0]} exited with code {code}")
+        return code
+    try:
+        _flush_checkpoints()
+    except BaseException as exc:  # noqa: B036
+        return _failed(exc)
+    return 0
+
+
+def main() -> None:
+    """Console entry of the wrapper (run by torchrun, mpirun or the bootstrap)."""
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m ddpjob_runtime.worker ENTRY_POINT [ARGS...]")
+    _die_with_parent()
+    code = run(sys.argv[1:])
+    if code == 0:
+        sys.exit(0)  # normal teardown: the user's atexit handlers run
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no teardown: a user's stuck thread must not keep a failed rank alive
+
+
+if __name__ == "__main__":
+    main()
