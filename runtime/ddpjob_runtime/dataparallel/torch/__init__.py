@@ -1,0 +1,1 @@
+"""PyTorch flavour of the library: ``.distributed`` (collectives) and ``.parallel`` (DDP)."""
