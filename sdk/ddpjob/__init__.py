@@ -17,7 +17,7 @@ _EXPORTS = {
     "Session": "ddpjob.session",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["Estimator", "LocalSession", "PyTorch", "Session"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.estimator import Estimator, PyTorch

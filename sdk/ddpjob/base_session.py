@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
@@ -31,6 +31,14 @@ class BaseSession(abc.ABC):
         With `follow`, keep waiting for new lines until the job is terminal and its logs are
         drained; without, yield what exists now and return.
         """
+
+    @abc.abstractmethod
+    def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Send a CreateTrainingJob request (SageMaker's shape); return the response."""
+
+    @abc.abstractmethod
+    def list_training_jobs(self, **kwargs: Any) -> list[dict[str, Any]]:
+        """Every TrainingJobSummary that ListTrainingJobs returns for `kwargs` (all pages)."""
 
     @property
     def region_name(self) -> str | None:

@@ -1,0 +1,62 @@
+"""Training job names: `<base>-YYYY-MM-DD-HH-MM-SS-mmm`, at most 63 characters (SageMaker)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from ddpjob.errors import UserInputError
+
+MAX_JOB_NAME = 63
+# SageMaker's pattern for TrainingJobName (botocore's service model, anchored).
+JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_TIMESTAMP_LENGTH = len("2026-01-01-00-00-00-000")
+_IMAGE = re.compile(r"^(.+/)?([^:/]+)(:[^:]+)?$")
+
+
+def timestamp(now: float | None = None) -> str:
+    """UTC time with milliseconds, as the official SDK's `sagemaker_timestamp()` writes it."""
+    moment = time.time() if now is None else now
+    millis = int(moment * 1000) % 1000  # truncated, like the official SDK
+    return time.strftime("%Y-%m-%d-%H-%M-%S-", time.gmtime(int(moment))) + f"{millis:03d}"
+
+
+def base_name_from_image(image: str) -> str:
+    """The repository part of an image URI: `…/ddpjob:cuda` -> `ddpjob` (official SDK)."""
+    match = _IMAGE.match(image)
+    return match.group(2) if match else image
+
+
+def check_base_job_name(base: str, argument: str = "base_job_name") -> str:
+    """Return `base` when a job name can start with it; else raise UserInputError."""
+    if not isinstance(base, str) or not base:
+        raise UserInputError(f"{argument} must be a non-empty string, got {base!r}")
+    if not JOB_NAME_PATTERN.match(base):
+        raise UserInputError(
+            f"{argument} {base!r} is not allowed: use letters, digits and hyphens, starting and "
+            f"ending with a letter or digit (a timestamp is appended to it)"
+        )
+    return base
+
+
+def name_from_base(base: str, now: float | None = None) -> str:
+    """`<base>-<timestamp>`, the base trimmed so that the name has at most 63 characters."""
+    trimmed = base[: MAX_JOB_NAME - _TIMESTAMP_LENGTH - 1]
+    return f"{trimmed}-{timestamp(now)}"
+
+
+def check_job_name(name: object, argument: str = "job_name") -> str:
+    """Return `name` when SageMaker accepts it as a training job name; else raise UserInputError."""
+    if not isinstance(name, str) or not name:
+        raise UserInputError(f"{argument} must be a non-empty string, got {name!r}")
+    if len(name) > MAX_JOB_NAME:
+        raise UserInputError(
+            f"{argument} {name!r} has {len(name)} characters; SageMaker allows at most "
+            f"{MAX_JOB_NAME}"
+        )
+    if not JOB_NAME_PATTERN.match(name):
+        raise UserInputError(
+            f"{argument} {name!r} is not allowed: use letters, digits and hyphens, starting and "
+            f"ending with a letter or digit (SageMaker's pattern {JOB_NAME_PATTERN.pattern})"
+        )
+    return name

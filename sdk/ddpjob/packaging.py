@@ -1,0 +1,158 @@
+"""`sourcedir.tar.gz`, packed deterministically: the same files give the same bytes.
+
+Layout as the official SDK's `tar_and_upload_dir`: the contents of `source_dir` at the archive's
+root (or only the entry point, when there is no `source_dir`), and each of `dependencies` at the
+root under its own name. Members are sorted; owner, group, times and permission bits are
+normalised (0o755 for folders and executables, 0o644 otherwise); the gzip header has no name and
+time 0. Symlinks are followed, like the official SDK. Left out, because they are regenerated
+junk that would change the bytes without changing the code: `__pycache__/`, `*.pyc`, `*.pyo`,
+`.ipynb_checkpoints/` and `.DS_Store`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import stat
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpjob.errors import UserInputError
+
+ARCHIVE_NAME = "sourcedir.tar.gz"
+EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
+EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+EXCLUDED_FILES = frozenset({".DS_Store"})
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """Checked code arguments: what to pack and the `sagemaker_program` it runs."""
+
+    entry_point: str
+    script_name: str
+    source_dir: Path | None
+    dependencies: tuple[Path, ...]
+    #: `source_dir` given as an `s3://…/sourcedir.tar.gz` URI: used as is, nothing is packed.
+    source_uri: str | None = None
+
+
+def check_source(entry_point: object, source_dir: object = None,
+                 dependencies: object = None) -> SourceSpec:
+    """Check `entry_point`, `source_dir` and `dependencies` (UserInputError naming the argument)."""
+    if not isinstance(entry_point, (str, os.PathLike)) or not os.fspath(entry_point):
+        raise UserInputError(f"entry_point must be the path of a Python script, got "
+                             f"{entry_point!r}")
+    entry = os.fspath(entry_point)
+    deps = _check_dependencies(dependencies)
+    if isinstance(source_dir, str) and source_dir.startswith("s3://"):
+        if not source_dir.endswith(".tar.gz"):
+            raise UserInputError(f"source_dir {source_dir!r}: an S3 source_dir must name a "
+                                 f".tar.gz archive (s3://bucket/key/sourcedir.tar.gz)")
+        if deps:
+            raise UserInputError("dependencies cannot be packed into an S3 source_dir; "
+                                 "put them inside the archive")
+        return SourceSpec(entry, entry, None, (), source_uri=source_dir)
+    if source_dir is None:
+        path = Path(entry).expanduser()
+        if not path.is_file():
+            raise UserInputError(f"entry_point {entry!r}: no such file")
+        return SourceSpec(entry, path.name, None, deps)
+    if not isinstance(source_dir, (str, os.PathLike)):
+        raise UserInputError(f"source_dir must be a folder path or an s3:// URI of a .tar.gz, "
+                             f"got {source_dir!r}")
+    folder = Path(source_dir).expanduser()
+    if not folder.is_dir():
+        raise UserInputError(f"source_dir {os.fspath(source_dir)!r}: no such folder")
+    if Path(entry).is_absolute() or ".." in Path(entry).parts:
+        raise UserInputError(f"entry_point {entry!r} must be a path relative to source_dir "
+                             f"{os.fspath(source_dir)!r}")
+    if not (folder / entry).is_file():
+        raise UserInputError(f"entry_point {entry!r}: no such file in source_dir "
+                             f"{os.fspath(source_dir)!r}")
+    return SourceSpec(entry, Path(entry).as_posix(), folder.absolute(), deps)
+
+
+def _check_dependencies(dependencies: object) -> tuple[Path, ...]:
+    if dependencies is None:
+        return ()
+    if isinstance(dependencies, (str, os.PathLike)) or not isinstance(dependencies, (list, tuple)):
+        raise UserInputError(f"dependencies must be a list of paths, got {dependencies!r}")
+    paths, names = [], set()
+    for item in dependencies:
+        if not isinstance(item, (str, os.PathLike)) or not Path(item).expanduser().exists():
+            raise UserInputError(f"dependencies: {item!r} is not an existing file or folder")
+        path = Path(item).expanduser().absolute()
+        if path.name in names:
+            raise UserInputError(f"dependencies: two entries are named {path.name!r}; each is "
+                                 f"packed at the archive's root under its own name")
+        names.add(path.name)
+        paths.append(path)
+    return tuple(paths)
+
+
+def _excluded(name: str, is_dir: bool) -> bool:
+    if is_dir:
+        return name in EXCLUDED_DIRS
+    return name in EXCLUDED_FILES or name.endswith(EXCLUDED_SUFFIXES)
+
+
+def _members(path: Path, arcname: str) -> list[tuple[str, Path]]:
+    """`(arcname, path)` of `path` and, for a folder, everything under it, sorted."""
+    if path.is_file():
+        return [(arcname, path)]
+    found = [(arcname, path)] if arcname else []
+    for child in sorted(path.iterdir(), key=lambda p: p.name):
+        if _excluded(child.name, child.is_dir()):
+            continue
+        child_arc = f"{arcname}/{child.name}" if arcname else child.name
+        found.extend(_members(child, child_arc))
+    return found
+
+
+def archive_members(spec: SourceSpec) -> list[tuple[str, Path]]:
+    """What `pack` puts into the archive, in order: `(name in the archive, local path)`."""
+    if spec.source_dir is not None:
+        members = _members(spec.source_dir, "")
+    else:
+        path = Path(spec.entry_point).expanduser()
+        members = [(path.name, path)]
+    for dependency in spec.dependencies:
+        members.extend(_members(dependency, dependency.name))
+    names = [name for name, _ in members]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate:
+        raise UserInputError(f"dependencies: {duplicate!r} is also in source_dir; rename one")
+    return sorted(members, key=lambda member: member[0])
+
+
+def _tarinfo(name: str, path: Path) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    mode = path.stat().st_mode  # follows symlinks, like the official SDK (dereference=True)
+    executable = stat.S_ISDIR(mode) or mode & stat.S_IXUSR
+    info.mode = 0o755 if executable else 0o644
+    info.type = tarfile.DIRTYPE if stat.S_ISDIR(mode) else tarfile.REGTYPE
+    info.size = 0 if stat.S_ISDIR(mode) else path.stat().st_size
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    return info
+
+
+def pack(spec: SourceSpec, target: str | os.PathLike) -> str:
+    """Write the deterministic `sourcedir.tar.gz` of `spec` to `target`; return its sha256."""
+    with open(target, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, path in archive_members(spec):
+            info = _tarinfo(name, path)
+            if info.isdir():
+                tar.addfile(info)
+            else:
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+    digest = hashlib.sha256()
+    with open(target, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,80 @@
+"""A submitted training job: describe it, follow its status and logs, stop it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from ddpjob.base_session import TERMINAL_STATUSES, BaseSession
+from ddpjob.errors import JobFailedError
+
+logger = logging.getLogger(__name__)
+
+
+def _say(message: str) -> None:
+    """Status lines go to the notebook/terminal (print) and to logging."""
+    print(message, flush=True)
+    logger.info(message)
+
+
+class TrainingJob:
+    """A training job of a session; what `estimator.latest_training_job` holds."""
+
+    def __init__(self, session: BaseSession, name: str, poll_seconds: float | None = None):
+        self.session = session
+        self.name = name
+        self.poll_seconds = poll_seconds if poll_seconds is not None else (
+            0.5 if session.local else 5.0)
+        self._last_status: tuple[str, str] | None = None
+
+    def __repr__(self) -> str:
+        return f"TrainingJob({self.name!r})"
+
+    def describe(self) -> dict[str, Any]:
+        """The DescribeTrainingJob response."""
+        return self.session.describe_training_job(self.name)
+
+    def _report(self, description: dict[str, Any]) -> None:
+        status = (description["TrainingJobStatus"], description.get("SecondaryStatus", ""))
+        if status != self._last_status:
+            self._last_status = status
+            detail = f" - {status[1]}" if status[1] and status[1] != status[0] else ""
+            _say(f"{self.name}: {status[0]}{detail}")
+
+    def wait(self, logs: bool = True) -> dict[str, Any]:
+        """Block until the job ends, printing status changes (and, with `logs`, every host's
+        lines as `[algo-1] line`); return the final description.
+
+        Raises JobFailedError when the job ends Failed or Stopped.
+        """
+        description = self.describe()
+        self._report(description)
+        if logs:
+            last_poll = time.monotonic()
+            for host, line in self.session.iter_logs(self.name, follow=True):
+                print(f"[{host}] {line}", flush=True)
+                if time.monotonic() - last_poll >= self.poll_seconds:
+                    self._report(self.describe())
+                    last_poll = time.monotonic()
+        description = self.describe()
+        while description["TrainingJobStatus"] not in TERMINAL_STATUSES:
+            self._report(description)
+            time.sleep(self.poll_seconds)
+            description = self.describe()
+        self._report(description)
+        status = description["TrainingJobStatus"]
+        if status != "Completed":
+            reason = description.get("FailureReason") or description.get("SecondaryStatus", "")
+            raise JobFailedError(self.name, status, " ".join(str(reason).split()) or status)
+        return description
+
+    def logs(self) -> None:
+        """Print every log line of the job so far, each prefixed with its host."""
+        for host, line in self.session.iter_logs(self.name, follow=False):
+            print(f"[{host}] {line}", flush=True)
+
+    def stop(self) -> None:
+        """Ask the control plane to stop the job (it ends Stopped)."""
+        self.session.stop_training_job(self.name)
+        _say(f"{self.name}: stop requested")

@@ -1,0 +1,154 @@
+"""Bad input: one clear single-line error each, and nothing packed, uploaded or submitted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ddpjob import PyTorch
+from ddpjob.errors import UserInputError
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cuda"
+TORCHRUN = {"torch_distributed": {"enabled": True}}
+
+# (id, estimator arguments to change, fit() arguments or None (error at construction), match)
+LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
+    ("no-such-entry-point", {"entry_point": "missing.py"}, None,
+     r"entry_point 'missing.py': no such file in source_dir"),
+    ("entry-point-outside", {"entry_point": "../train.py"}, None, r"relative to source_dir"),
+    ("no-such-source-dir", {"source_dir": "/nonexistent/src"}, None, r"source_dir .*no such"),
+    ("dependencies-string", {"dependencies": "lib"}, None, r"dependencies must be a list"),
+    ("dependency-missing", {"dependencies": ["/nonexistent/lib"]}, None,
+     r"dependencies: '/nonexistent/lib' is not an existing"),
+    ("instance-count-zero", {"instance_count": 0}, None, r"instance_count must be an integer"),
+    ("instance-count-bool", {"instance_count": True}, None, r"instance_count must be an integer"),
+    ("instance-type-unknown", {"instance_type": "gpu"}, None, r"instance_type 'gpu' is not"),
+    ("unsupported-official-arg", {"volume_size": 50}, None,
+     r"volume_size .* not supported by ddpjob"),
+    ("unexpected-arg", {"epochs": 3}, None, r"unexpected argument 'epochs'"),
+    ("dist-not-dict", {"distribution": "torch_distributed"}, None, r"distribution: must be a dict"),
+    ("dist-unknown-key", {"distribution": {"torchrun": {"enabled": True}}}, None,
+     r"distribution: unknown key 'torchrun'"),
+    ("dist-two-strategies", {"distribution": {**TORCHRUN, "mpi": {"enabled": True}}}, None,
+     r"give one strategy"),
+    ("dist-enabled-not-bool", {"distribution": {"pytorchddp": {"enabled": "yes"}}}, None,
+     r"pytorchddp\['enabled'\] must be True or False"),
+    ("dist-disabled-with-keys",
+     {"distribution": {"mpi": {"enabled": False, "processes_per_host": 2}}}, None,
+     r"mpi is disabled .* sets processes_per_host"),
+    ("dist-mpi-ppn-zero", {"distribution": {"mpi": {"enabled": True, "processes_per_host": 0}}},
+     None, r"processes_per_host'\] must be an integer >= 1"),
+    ("dist-ppn-float", {"distribution": {"processes_per_host": 1.5}}, None,
+     r"processes_per_host must be an integer >= 1"),
+    ("dist-strategy-key-typo", {"distribution": {"torch_distributed": {"enable": True}}}, None,
+     r"torch_distributed has unknown key 'enable'"),
+    ("dist-modelparallel", {"distribution": {"smdistributed": {"modelparallel": {}}}}, None,
+     r"modelparallel is not supported"),
+    ("dist-parameter-server", {"distribution": {"parameter_server": {"enabled": True}}}, None,
+     r"'parameter_server' is not supported"),
+    ("hp-not-dict", {"hyperparameters": ["lr", 1]}, None, r"hyperparameters must be a dict"),
+    ("hp-reserved-sagemaker", {"hyperparameters": {"sagemaker_program": "x.py"}}, None,
+     r"'sagemaker_program' is reserved"),
+    ("hp-reserved-ddpjob", {"hyperparameters": {"ddpjob_processes_per_host": 2}}, None,
+     r"'ddpjob_processes_per_host' is reserved"),
+    ("hp-not-json", {"hyperparameters": {"fn": object()}}, None,
+     r"the value of 'fn' cannot be JSON-encoded"),
+    ("hp-nan", {"hyperparameters": {"lr": float("nan")}}, None, r"cannot be JSON-encoded"),
+    ("hp-value-too-long", {"hyperparameters": {"text": "x" * 2600}}, None,
+     r"at most 2500"),
+    ("hp-name-too-long", {"hyperparameters": {"n" * 300: 1}}, None, r"at most 256"),
+    ("hp-too-many", {"hyperparameters": {f"h{i}": i for i in range(99)}}, {},
+     r"SageMaker allows at most 100, so give at most"),
+    ("base-job-name", {"base_job_name": "my_job"}, None, r"base_job_name 'my_job' is not"),
+    ("environment-name", {"environment": {"1BAD": "x"}}, None, r"'1BAD' is not a variable name"),
+    ("environment-value", {"environment": {"A": 1}}, None, r"environment\['A'\] must be a string"),
+    ("max-run-zero", {"max_run": 0}, None, r"max_run must be an integer"),
+    ("max-wait-no-spot", {"max_wait": 7200}, None, r"max_wait is only allowed"),
+    ("max-wait-short", {"use_spot_instances": True, "max_wait": 10, "max_run": 100}, None,
+     r"max_wait \(10\) must be >= max_run"),
+    ("retry-too-many", {"max_retry_attempts": 31}, None, r"between 1 and 30"),
+    ("tags-bad", {"tags": [{"Key": "a"}]}, None, r"tags: .* must be"),
+    ("checkpoint-uri-scheme", {"checkpoint_s3_uri": "gs://bucket/ckpt"}, None,
+     r"checkpoint_s3_uri 'gs://bucket/ckpt': unsupported scheme"),
+    ("output-bad-bucket", {"output_path": "s3://B_ad/out"}, None, r"not an S3 bucket name"),
+    ("session-wrong-type", {"session": "local"}, None, r"session must be a ddpjob Session"),
+    ("inputs-wrong-type", {}, {"inputs": 42}, r"inputs must be a URI"),
+    ("inputs-missing-path", {}, {"inputs": {"train": "/nonexistent/data"}},
+     r"inputs\['train'\] '/nonexistent/data': no such file or folder"),
+    ("inputs-bad-channel", {}, {"inputs": {"tr ain": "s3://bucket/x"}},
+     r"channel name 'tr ain' is not allowed"),
+    ("inputs-bad-scheme", {}, {"inputs": "http://example.com/data"},
+     r"inputs\['training'\] .* unsupported scheme"),
+    ("job-name-underscore", {}, {"job_name": "my_job"}, r"job_name 'my_job' is not allowed"),
+    ("job-name-too-long", {}, {"job_name": "j" * 64}, r"has 64 characters"),
+]
+
+
+def _local_kwargs(src: Path, session: Any) -> dict[str, Any]:
+    return {"entry_point": "train.py", "source_dir": str(src), "instance_type": "local",
+            "instance_count": 2, "distribution": TORCHRUN, "session": session}
+
+
+def _assert_one_line_error(excinfo: pytest.ExceptionInfo, match: str) -> None:
+    message = str(excinfo.value)
+    assert "\n" not in message, message
+    assert excinfo.type is UserInputError or issubclass(excinfo.type, UserInputError)
+
+
+@pytest.mark.parametrize(("case", "changes", "fit_kwargs", "match"), LOCAL_CASES,
+                         ids=[case[0] for case in LOCAL_CASES])
+def test_local_bad_input(case: str, changes: dict, fit_kwargs: dict | None, match: str,
+                         src: Path, local_session: Any, tmp_path: Path,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    kwargs = {**_local_kwargs(src, local_session), **changes}
+    with pytest.raises(UserInputError, match=match) as excinfo:
+        estimator = PyTorch(**kwargs)
+        estimator.fit(**(fit_kwargs or {}))
+    _assert_one_line_error(excinfo, match)
+    # nothing packed, stored or submitted: the LocalSession's home was never written
+    assert not (tmp_path / "home").exists()
+    assert not list(tmp_path.glob("**/sourcedir.tar.gz"))
+
+
+AWS_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
+    ("no-image", {"image_uri": None}, None, r"image_uri is required for SageMaker jobs"),
+    ("no-role", {"role": None}, {}, r"role is required for SageMaker jobs"),
+    ("bad-role-arn", {"role": "arn:aws:iam::12:role/x"}, {}, r"is not an IAM role ARN"),
+    ("file-output-path", {"output_path": "file:///tmp/out"}, None,
+     r"output_path 'file:///tmp/out': SageMaker jobs need an s3:// URI"),
+    ("local-type-on-session", {"instance_type": "local"}, None,
+     r"instance_type 'local' cannot run on a Session"),
+    ("missing-output-bucket", {"output_path": "s3://no-such-bucket-xyz/out"}, {},
+     r"s3://no-such-bucket-xyz/out failed: no such bucket"),
+    ("hp-too-many", {"hyperparameters": {f"h{i}": i for i in range(96)}}, {},
+     r"at most 100"),
+]
+
+
+@pytest.mark.parametrize(("case", "changes", "fit_kwargs", "match"), AWS_CASES,
+                         ids=[case[0] for case in AWS_CASES])
+def test_aws_bad_input(case: str, changes: dict, fit_kwargs: dict | None, match: str,
+                       src: Path, aws_session: Any, s3_bucket: str, moto_probe: Any) -> None:
+    from ddpjob.errors import DdpjobError
+
+    kwargs = {"entry_point": "train.py", "source_dir": str(src), "instance_type": "ml.g5.xlarge",
+              "instance_count": 2, "distribution": TORCHRUN, "session": aws_session,
+              "role": ROLE, "image_uri": IMAGE, "output_path": f"s3://{s3_bucket}/out",
+              **changes}
+    buckets_before, jobs_before = moto_probe.buckets(), moto_probe.training_jobs()
+    with pytest.raises(DdpjobError, match=match) as excinfo:
+        estimator = PyTorch(**kwargs)
+        estimator.fit(wait=False, **(fit_kwargs or {}))
+    assert "\n" not in str(excinfo.value)
+    assert moto_probe.s3_keys(s3_bucket) == []
+    assert all(moto_probe.s3_keys(bucket) == [] for bucket in moto_probe.buckets()
+               if bucket not in buckets_before)
+    assert moto_probe.training_jobs() == jobs_before
+
+
+def test_bad_input_count() -> None:
+    """The issue asks for at least 25 distinct bad-input cases."""
+    assert len(LOCAL_CASES) + len(AWS_CASES) >= 25

@@ -1,0 +1,79 @@
+"""checkpoints() and download_checkpoint() over contract-shaped folders, s3:// and file://."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ddpjob import PyTorch, storage
+from ddpjob.errors import UserInputError
+
+
+def _write_checkpoint(root: Path, step: int, payload: bytes, complete: bool = True) -> None:
+    folder = root / f"step-{step:09d}"
+    folder.mkdir(parents=True)
+    (folder / "state.pt").write_bytes(payload if complete else payload[:1])
+    manifest = {"step": step, "time": 1000.0 + step,
+                "files": {"state.pt": {"size": len(payload),
+                                       "sha256": hashlib.sha256(payload).hexdigest()}}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> Path:
+    """run-1: steps 100, 200 complete, 300 incomplete, 400 without manifest; run-10: step 900."""
+    root = tmp_path / "ckpt"
+    _write_checkpoint(root / "run-1", 100, b"a" * 10)
+    _write_checkpoint(root / "run-1", 200, b"b" * 20)
+    _write_checkpoint(root / "run-1", 300, b"c" * 30, complete=False)
+    (root / "run-1" / "step-000000400").mkdir()
+    (root / "run-1" / "step-000000400" / "state.pt").write_bytes(b"d")
+    _write_checkpoint(root / "run-10", 900, b"z" * 5)
+    return root
+
+
+@pytest.fixture(params=["file", "s3"])
+def checkpoint_uri(request: Any, layout: Path) -> str:
+    if request.param == "file":
+        return (layout / "run-1").as_uri()
+    bucket = request.getfixturevalue("s3_bucket")
+    storage.upload_dir(layout, f"s3://{bucket}/ckpt")
+    return f"s3://{bucket}/ckpt/run-1"  # no trailing slash: must not see run-10
+
+
+def _estimator(src: Path, local_session: Any, uri: str) -> PyTorch:
+    return PyTorch(entry_point="train.py", source_dir=src, instance_type="local",
+                   session=local_session, checkpoint_s3_uri=uri)
+
+
+def test_lists_complete_checkpoints_only(checkpoint_uri: str, src: Path,
+                                         local_session: Any) -> None:
+    found = _estimator(src, local_session, checkpoint_uri).checkpoints()
+    assert [(c.step, c.time) for c in found] == [(100, 1100.0), (200, 1200.0)]
+    assert found[-1].uri == f"{checkpoint_uri}/step-000000200/"
+
+
+def test_downloads_latest_and_given_step(checkpoint_uri: str, src: Path, local_session: Any,
+                                         tmp_path: Path) -> None:
+    estimator = _estimator(src, local_session, checkpoint_uri)
+    latest = estimator.download_checkpoint(tmp_path / "dl")
+    assert latest == tmp_path / "dl" / "step-000000200"
+    assert (latest / "state.pt").read_bytes() == b"b" * 20
+    assert json.loads((latest / "manifest.json").read_text())["step"] == 200
+    first = estimator.download_checkpoint(tmp_path / "dl", step=100)
+    assert (first / "state.pt").read_bytes() == b"a" * 10
+    assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == ["step-000000100",
+                                                                   "step-000000200"]
+    with pytest.raises(UserInputError, match=r"no complete checkpoint of step 300 .*100, 200"):
+        estimator.download_checkpoint(tmp_path / "dl", step=300)
+
+
+def test_errors_without_checkpoints(src: Path, local_session: Any, tmp_path: Path) -> None:
+    empty = (tmp_path / "empty").as_uri()
+    with pytest.raises(UserInputError, match=r"no complete checkpoint under .*empty"):
+        _estimator(src, local_session, empty).download_checkpoint(tmp_path / "dl")
+    with pytest.raises(UserInputError, match="checkpoint_s3_uri is not set"):
+        _estimator(src, local_session, None).checkpoints()

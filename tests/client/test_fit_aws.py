@@ -1,0 +1,69 @@
+"""fit(wait=False) and attach() against SageMaker and S3 on the moto server (real HTTP).
+
+End-to-end runs that wait for a job to finish are the local backend's tests (tests/local).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import boto3
+from ddpjob import PyTorch
+
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cuda"
+
+
+def test_fit_uploads_code_and_inputs_then_submits(src: Path, tmp_path: Path, aws_session: Any,
+                                                  s3_bucket: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "part-0.csv").write_text("1,2\n")
+    estimator = PyTorch(entry_point="train.py", source_dir=src, instance_type="ml.g5.xlarge",
+                        instance_count=2, role=ROLE, image_uri=IMAGE, session=aws_session,
+                        distribution={"torch_distributed": {"enabled": True}},
+                        hyperparameters={"epochs": 2},
+                        output_path=f"s3://{s3_bucket}/out",
+                        checkpoint_s3_uri=f"s3://{s3_bucket}/ckpt/run-1")
+    estimator.fit({"train": str(data), "test": f"s3://{s3_bucket}/test"}, wait=False,
+                  job_name="fit-aws-1")
+    assert estimator.latest_training_job.name == "fit-aws-1"
+
+    s3 = boto3.client("s3")
+    code = s3.get_object(Bucket=s3_bucket, Key="out/fit-aws-1/source/sourcedir.tar.gz")
+    with tarfile.open(fileobj=io.BytesIO(code["Body"].read())) as tar:
+        assert sorted(tar.getnames()) == ["helper.py", "train.py"]
+    assert "sha256" in code["Metadata"]
+    default_bucket = aws_session.default_bucket()
+    uploaded = s3.get_object(Bucket=default_bucket, Key="fit-aws-1/input/train/part-0.csv")
+    assert uploaded["Body"].read() == b"1,2\n"
+
+    described = estimator.describe()
+    assert described["TrainingJobName"] == "fit-aws-1"
+    channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"]
+                for c in described["InputDataConfig"]}
+    assert channels == {"train": f"s3://{default_bucket}/fit-aws-1/input/train/",
+                        "test": f"s3://{s3_bucket}/test"}
+    assert json.loads(described["HyperParameters"]["epochs"]) == 2
+
+
+def test_attach_rebuilds_the_estimator(src: Path, aws_session: Any, s3_bucket: str) -> None:
+    original = PyTorch(entry_point="train.py", source_dir=src, instance_type="ml.g5.xlarge",
+                       instance_count=3, role=ROLE, image_uri=IMAGE, session=aws_session,
+                       distribution={"mpi": {"enabled": True, "processes_per_host": 4}},
+                       hyperparameters={"lr": 0.1, "name": "x"},
+                       output_path=f"s3://{s3_bucket}/out",
+                       checkpoint_s3_uri=f"s3://{s3_bucket}/ckpt/run-2")
+    original.fit(wait=False, job_name="fit-aws-attach")
+    attached = PyTorch.attach("fit-aws-attach", session=aws_session, wait=False)
+    assert attached.latest_training_job.name == "fit-aws-attach"
+    assert (attached.instance_type, attached.instance_count) == ("ml.g5.xlarge", 3)
+    assert attached.entry_point == "train.py"
+    assert attached.hyperparameters() == {"lr": "0.1", "name": '"x"'}
+    assert attached.distribution == {"mpi": {"enabled": True, "processes_per_host": 4}}
+    assert attached.checkpoint_s3_uri == f"s3://{s3_bucket}/ckpt/run-2"
+    assert attached.checkpoints() == []
