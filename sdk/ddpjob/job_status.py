@@ -1,0 +1,144 @@
+"""A training job's states as SageMaker names them, the allowed moves, and pure rules over them.
+
+`TrainingJobStatus` is the primary status; `SecondaryStatus` refines it. Each secondary status
+belongs to exactly one primary status (SageMaker's DescribeTrainingJob documentation), so the
+local backend only ever stores the secondary status and derives the primary one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+
+class TrainingJobStatus(str, enum.Enum):
+    """DescribeTrainingJob's `TrainingJobStatus`."""
+
+    IN_PROGRESS = "InProgress"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPING = "Stopping"
+    STOPPED = "Stopped"
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job can no longer change (Completed, Failed, Stopped)."""
+        return self in _TERMINAL
+
+
+_TERMINAL = frozenset(
+    {TrainingJobStatus.COMPLETED, TrainingJobStatus.FAILED, TrainingJobStatus.STOPPED}
+)
+
+
+class SecondaryStatus(str, enum.Enum):
+    """DescribeTrainingJob's `SecondaryStatus`, as far as a local job goes through them."""
+
+    STARTING = "Starting"
+    DOWNLOADING = "Downloading"
+    TRAINING = "Training"
+    UPLOADING = "Uploading"
+    STOPPING = "Stopping"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+    MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+
+    @property
+    def primary(self) -> TrainingJobStatus:
+        """The primary status this secondary status belongs to."""
+        return _PRIMARY[self]
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job can no longer change."""
+        return self.primary.is_terminal
+
+
+S = SecondaryStatus
+_PRIMARY = {
+    S.STARTING: TrainingJobStatus.IN_PROGRESS,
+    S.DOWNLOADING: TrainingJobStatus.IN_PROGRESS,
+    S.TRAINING: TrainingJobStatus.IN_PROGRESS,
+    S.UPLOADING: TrainingJobStatus.IN_PROGRESS,
+    S.STOPPING: TrainingJobStatus.STOPPING,
+    S.COMPLETED: TrainingJobStatus.COMPLETED,
+    S.FAILED: TrainingJobStatus.FAILED,
+    S.STOPPED: TrainingJobStatus.STOPPED,
+    S.MAX_RUNTIME_EXCEEDED: TrainingJobStatus.STOPPED,
+}
+
+# The progress of a running job only moves forward; any running state may fail or be stopped.
+_RUNNING = (S.STARTING, S.DOWNLOADING, S.TRAINING, S.UPLOADING)
+_ENDINGS = (S.STOPPING, S.FAILED, S.MAX_RUNTIME_EXCEEDED)
+ALLOWED_MOVES: dict[SecondaryStatus, frozenset[SecondaryStatus]] = {
+    S.STARTING: frozenset({S.DOWNLOADING, S.TRAINING, S.UPLOADING, S.COMPLETED, *_ENDINGS}),
+    S.DOWNLOADING: frozenset({S.TRAINING, S.UPLOADING, S.COMPLETED, *_ENDINGS}),
+    S.TRAINING: frozenset({S.UPLOADING, S.COMPLETED, *_ENDINGS}),
+    S.UPLOADING: frozenset({S.COMPLETED, *_ENDINGS}),
+    # A stop request wins over whatever the hosts do next, except a failure that already
+    # happened (SageMaker reports a job that failed while stopping as Failed).
+    S.STOPPING: frozenset({S.STOPPED, S.FAILED}),
+    S.COMPLETED: frozenset(),
+    S.FAILED: frozenset(),
+    S.STOPPED: frozenset(),
+    S.MAX_RUNTIME_EXCEEDED: frozenset(),
+}
+
+
+class InvalidTransition(ValueError):
+    """A move the state machine does not allow (a bug in whoever asked for it)."""
+
+
+def can_move(current: SecondaryStatus, new: SecondaryStatus) -> bool:
+    """Whether a job in `current` may move to `new`."""
+    return new in ALLOWED_MOVES[current]
+
+
+def check_move(current: SecondaryStatus, new: SecondaryStatus) -> None:
+    """Raise InvalidTransition unless `current` -> `new` is allowed."""
+    if not can_move(current, new):
+        raise InvalidTransition(f"a training job cannot move from {current.value} to {new.value}")
+
+
+# A host's phase as the runtime writes it to its status file, then "exited with code 0".
+HOST_PHASES = ("Starting", "Downloading", "Training", "Uploading", "Done")
+
+
+def job_progress(host_phases: Iterable[str]) -> SecondaryStatus:
+    """The running job's secondary status from its hosts' phases.
+
+    The job is as far as its slowest host: it is Training once every host trains, Uploading
+    while the first host uploads and the others are done. A host that exited 0 counts as "Done".
+    """
+    slowest = min((HOST_PHASES.index(p) for p in host_phases), default=0)
+    return SecondaryStatus(HOST_PHASES[min(slowest, HOST_PHASES.index("Uploading"))])
+
+
+def advance(current: SecondaryStatus, progress: SecondaryStatus) -> SecondaryStatus:
+    """The status after observing `progress`: never backwards, never out of a stop or an end."""
+    if current not in _RUNNING or progress not in _RUNNING:
+        return current
+    return progress if _RUNNING.index(progress) > _RUNNING.index(current) else current
+
+
+class EndCause(str, enum.Enum):
+    """What made the supervisor end the hosts before they all finished on their own."""
+
+    HOST_FAILED = "host failed"
+    STOP_REQUESTED = "stop requested"
+    MAX_RUNTIME = "max runtime exceeded"
+
+
+def ending(exit_codes: Iterable[int], cause: EndCause | None) -> SecondaryStatus:
+    """How a job ends once every host exited, given what (if anything) ended it first.
+
+    A stop makes hosts exit non-zero on purpose, so the first cause decides, not the codes.
+    """
+    if cause is EndCause.MAX_RUNTIME:
+        return S.MAX_RUNTIME_EXCEEDED
+    if cause is EndCause.STOP_REQUESTED:
+        return S.STOPPED
+    if cause is None and all(code == 0 for code in exit_codes):
+        return S.COMPLETED
+    return S.FAILED

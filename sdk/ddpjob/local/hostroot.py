@@ -1,0 +1,88 @@
+"""Render one simulated host's `/opt/ml`-shaped root from a CreateTrainingJob request.
+
+The files are what SageMaker writes into a training container, plus `platform.json`, which
+hands the runtime the platform's duties on this machine (see docs/contract.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+GROUP = "homogeneousCluster"
+
+
+def host_names(request: dict[str, Any]) -> list[str]:
+    """`algo-1` … `algo-N`, as SageMaker names a job's hosts."""
+    return [f"algo-{i + 1}" for i in range(request["ResourceConfig"].get("InstanceCount", 1))]
+
+
+def status_file(job_dir: Path, host: str) -> Path:
+    """Where host `host`'s runtime writes its phase."""
+    return job_dir / "hosts" / f"{host}.status"
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))
+
+
+def config_files(
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path
+) -> dict[str, Any]:
+    """`{file name under input/config: content}` for `host`."""
+    hosts = host_names(request)
+    kind = request["ResourceConfig"]["InstanceType"]
+    channels = request.get("InputDataConfig") or []
+    files: dict[str, Any] = {
+        "hyperparameters.json": request.get("HyperParameters") or {},
+        "resourceconfig.json": {
+            "current_host": host,
+            "hosts": hosts,
+            "network_interface_name": "lo",
+            "current_instance_type": kind,
+            "current_group_name": GROUP,
+            "instance_groups": [
+                {"instance_group_name": GROUP, "instance_type": kind, "hosts": hosts}
+            ],
+        },
+        "inputdataconfig.json": {
+            c["ChannelName"]: {
+                "TrainingInputMode": c.get("InputMode")
+                or request.get("AlgorithmSpecification", {}).get("TrainingInputMode", "File"),
+                "S3DistributionType": c["DataSource"]["S3DataSource"].get(
+                    "S3DataDistributionType", "FullyReplicated"
+                ),
+                "RecordWrapperType": c.get("RecordWrapperType", "None"),
+            }
+            for c in channels
+        },
+        "platform.json": {
+            "job_name": request["TrainingJobName"],
+            "host_addresses": {h: LOOPBACK for h in hosts},
+            "master_port": master_port,
+            "channels": {
+                c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels
+            },
+            "output_path": request["OutputDataConfig"]["S3OutputPath"],
+            "status_file": str(status_file(job_dir, host)),
+        },
+    }
+    checkpoint = request.get("CheckpointConfig")
+    if checkpoint:
+        files["checkpointconfig.json"] = {
+            "LocalPath": checkpoint.get("LocalPath") or "/opt/ml/checkpoints",
+            "S3Uri": checkpoint["S3Uri"],
+        }
+        files["platform.json"]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
+    return files
+
+
+def prepare(request: dict[str, Any], host: str, master_port: int, job_dir: Path) -> Path:
+    """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
+    root = job_dir / "hosts" / host
+    for name, content in config_files(request, host, master_port, job_dir).items():
+        _write(root / "input" / "config" / name, content)
+    return root

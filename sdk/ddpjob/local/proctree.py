@@ -1,0 +1,113 @@
+"""Processes of this machine through /proc (Linux): liveness, descendants, ending a tree."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name (state first), or None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    # A process that exits while it is read can leave an empty or cut file.
+    return fields if len(fields) > 1 and ")" in text else None
+
+
+def is_alive(pid: int | None) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped, counts as gone)."""
+    if not pid:
+        return False
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def cmdline(pid: int) -> list[str]:
+    """The process's arguments ([] when it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def children_map() -> dict[int, list[int]]:
+    """parent pid -> child pids, for every live process."""
+    tree: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(int(entry.name))
+        if fields is not None:
+            tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children first, then theirs)."""
+    tree, found, todo = children_map(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants become our children instead of init's, so we can still end them."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def signal_all(pids: list[int], sig: int) -> None:
+    """Send `sig` to each pid that still runs."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def reap_children(keep: frozenset[int] = frozenset()) -> None:
+    """Collect exit statuses of our dead children (orphans handed to us as subreaper).
+
+    Children in `keep` are left to their `Popen`, which must read their exit code itself.
+    """
+    for pid in children_map().get(os.getpid(), []):
+        if pid not in keep and not is_alive(pid):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def end_descendants(grace_s: float, poll_s: float = 0.05) -> None:
+    """SIGTERM every process below us, SIGKILL what is left after `grace_s`, reap them.
+
+    Call it once the children you started with `Popen` have been waited for.
+    """
+    me = os.getpid()
+    pids = [p for p in descendants(me) if is_alive(p)]
+    signal_all(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        reap_children()
+        pids = [p for p in descendants(me) if is_alive(p)]
+        if not pids:
+            return
+        time.sleep(poll_s)
+    # SIGKILL repeatedly: a dying parent can hand us new orphans meanwhile.
+    for _ in range(50):
+        pids = [p for p in descendants(me) if is_alive(p)]
+        if not pids:
+            break
+        signal_all(pids, signal.SIGKILL)
+        time.sleep(poll_s)
+        reap_children()
+    reap_children()

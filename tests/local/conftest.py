@@ -1,0 +1,116 @@
+"""Fixtures for local-backend tests: a LocalSession in a temporary home, requests, waits."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ddpjob.local.session import LocalSession
+
+JOBS = Path(__file__).parent / "jobs"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "mnist_cnn"
+JOB_TIMEOUT_S = 240
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Poll `predicate` until it returns something truthy; fail the test after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def processes_under(path: Path) -> list[int]:
+    """Pids (not ours) whose command line or environment mentions `path`."""
+    needle = str(path).encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{entry.name}/stat").read_text()
+            if stat[stat.rindex(")") + 2] == "Z":
+                continue  # exited, waiting to be reaped
+            blob = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            blob += Path(f"/proc/{entry.name}/environ").read_bytes()
+            if needle in blob:
+                found.append(int(entry.name))
+    return found
+
+
+def assert_no_processes(path: Path, timeout_s: float = 30) -> None:
+    """Every process of the jobs under `path` is gone (they may take a moment to exit)."""
+    wait_for(lambda: not processes_under(path), timeout_s, f"the processes under {path} to end")
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[LocalSession]:
+    """A LocalSession whose home is a fresh temporary folder; kills what a failed test left."""
+    home = tmp_path / "home"
+    yield LocalSession(home)
+    leftovers = processes_under(home)
+    for pid in leftovers:  # only processes of this test's jobs, named by their home
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not leftovers, f"processes left behind by the test: {leftovers}"
+
+
+def source_tar(folder: Path, *scripts: Path) -> str:
+    """`sourcedir.tar.gz` holding `scripts`; returns its file:// URI."""
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = folder / "sourcedir.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for script in scripts:
+            tar.add(script, arcname=script.name)
+    return archive.as_uri()
+
+
+def training_request(
+    session: LocalSession, name: str, source: str, program: str, *, hosts: int = 1,
+    workers: int = 2, hyperparameters: dict[str, str] | None = None, distributed: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """A CreateTrainingJob request shaped like the official SDK's for a PyTorch DDP job."""
+    hps = {
+        "sagemaker_program": f'"{program}"',
+        "sagemaker_submit_directory": f'"{source}"',
+        "sagemaker_container_log_level": "20",
+        "sagemaker_job_name": f'"{name}"',
+        **({"sagemaker_torch_distributed_enabled": "true"} if distributed else {}),
+        "ddpjob_processes_per_host": str(workers),
+        **(hyperparameters or {}),
+    }
+    return {
+        "TrainingJobName": name,
+        "RoleArn": session.default_role(),
+        "AlgorithmSpecification": {"TrainingImage": "ddpjob:local", "TrainingInputMode": "File"},
+        "HyperParameters": hps,
+        "OutputDataConfig": {"S3OutputPath": session.default_output_path()},
+        "ResourceConfig": {"InstanceType": "local", "InstanceCount": hosts, "VolumeSizeInGB": 1},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+        **extra,
+    }
+
+
+def wait_until_ended(session: LocalSession, name: str, timeout_s: float = JOB_TIMEOUT_S) -> dict:
+    """The DescribeTrainingJob response once the job is Completed, Failed or Stopped."""
+    def ended() -> dict | None:
+        job = session.describe_training_job(name)
+        return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
+
+    return wait_for(ended, timeout_s, f"job {name} to end")
+
+
+def log_text(session: LocalSession, name: str, host: str) -> str:
+    """Everything host `host` of the job logged."""
+    return (session.job_dir(name) / "logs" / f"{host}.log").read_text()

@@ -1,0 +1,7 @@
+"""A job that only joins the process group and leaves: what the fit-overhead benchmark runs."""
+
+import ddpjob_runtime.dataparallel.torch.distributed as dist
+
+dist.init_process_group()
+dist.barrier()
+print(f"rank {dist.get_rank()} of {dist.get_world_size()} done", flush=True)

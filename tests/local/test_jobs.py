@@ -1,0 +1,180 @@
+"""End-to-end local jobs: real supervisors, real `ddpjob-train` hosts, real torchrun workers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from ddpjob.local.session import LocalSession
+
+from tests.local.conftest import (
+    EXAMPLE,
+    JOB_TIMEOUT_S,
+    JOBS,
+    assert_no_processes,
+    log_text,
+    source_tar,
+    training_request,
+    wait_for,
+    wait_until_ended,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _members(uri: str) -> dict[str, bytes]:
+    with tarfile.open(Path(uri.removeprefix("file://"))) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def _statuses(job: dict) -> list[str]:
+    return [t["Status"] for t in job["SecondaryStatusTransitions"]]
+
+
+def _in_order(seen: list[str], expected: list[str]) -> bool:
+    """Whether `expected` appears in `seen` in this order (other states may sit between)."""
+    it = iter(seen)
+    return all(status in it for status in expected)
+
+
+def test_two_jobs_at_once_one_host_two_workers(session: LocalSession, tmp_path: Path) -> None:
+    """Two 1-host x 2-worker jobs side by side: own folders, own ports, both complete."""
+    client = session.sagemaker_client
+    source = source_tar(tmp_path / "src", EXAMPLE / "train.py", JOBS / "noop.py")
+    client.create_training_job(**training_request(
+        session, "mnist-1x2", source, "train.py",
+        hyperparameters={"epochs": "1", "samples": "512"},
+    ))  # fmt: skip
+    client.create_training_job(**training_request(session, "noop-1x2", source, "noop.py"))
+    listed = {j["TrainingJobName"] for j in session.list_training_jobs()}
+    assert listed == {"mnist-1x2", "noop-1x2"}
+
+    jobs = {name: wait_until_ended(session, name) for name in ("mnist-1x2", "noop-1x2")}
+    for name, job in jobs.items():
+        assert job["TrainingJobStatus"] == "Completed", (name, job.get("FailureReason"))
+    ports = {
+        json.loads((session.job_dir(n) / "hosts/algo-1/input/config/platform.json").read_text())[
+            "master_port"
+        ]
+        for n in jobs
+    }
+    assert len(ports) == 2
+    assert "rank 1 of 2 done" in log_text(session, "noop-1x2", "algo-1")
+    assert "epoch 1/1" in log_text(session, "mnist-1x2", "algo-1")
+    metrics = json.loads(
+        _members(jobs["mnist-1x2"]["ModelArtifacts"]["S3ModelArtifacts"].replace(
+            "model.tar.gz", "output.tar.gz"))["metrics.json"]
+    )  # fmt: skip
+    assert metrics["workers"] == 2
+    assert _members(jobs["noop-1x2"]["ModelArtifacts"]["S3ModelArtifacts"]) == {}
+    completed = session.list_training_jobs(StatusEquals="Completed", SortBy="Name")
+    assert [j["TrainingJobName"] for j in completed] == ["mnist-1x2", "noop-1x2"]
+    assert_no_processes(session.home)
+
+
+def test_a_failing_rank_fails_the_job_and_stops_every_host(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    """Rank 1 (on algo-2) raises: the job ends Failed naming host, rank and exception."""
+    source = source_tar(tmp_path / "src", JOBS / "fail_rank.py")
+    session.sagemaker_client.create_training_job(**training_request(
+        session, "fails", source, "fail_rank.py", hosts=2, workers=1,
+        hyperparameters={"fail-rank": "1"},
+    ))  # fmt: skip
+    job = wait_until_ended(session, "fails")
+    assert job["TrainingJobStatus"] == "Failed"
+    assert job["SecondaryStatus"] == "Failed"
+    reason = job["FailureReason"]
+    assert reason.startswith("AlgorithmError: host algo-2, rank 1"), reason
+    assert "ValueError: boom on rank 1" in reason
+    assert len(reason) <= 1024
+    assert _statuses(job)[-1] == "Failed"
+    assert "ValueError: boom on rank 1" in log_text(session, "fails", "algo-2")
+    assert_no_processes(session.home)
+
+
+ATTACH = textwrap.dedent("""
+    import json, sys
+    from ddpjob.local.session import LocalSession
+
+    session = LocalSession(sys.argv[1])
+    name = sys.argv[2]
+    sleeping = set()
+    for host, line in session.iter_logs(name, follow=True):
+        if "sleeping" in line:
+            sleeping.add(host)
+        if len(sleeping) == 2:
+            break
+    job = session.describe_training_job(name)
+    listed = [j["TrainingJobName"] for j in session.list_training_jobs()]
+    session.stop_training_job(name)
+    print(json.dumps({"status": job["TrainingJobStatus"], "secondary": job["SecondaryStatus"],
+                      "listed": listed, "hosts": sorted(sleeping)}))
+""")
+
+
+def test_attach_describe_and_stop_from_another_process(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    """A second process follows the logs, describes, lists and stops a running job."""
+    source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
+    session.sagemaker_client.create_training_job(**training_request(
+        session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1,
+    ))  # fmt: skip
+    other = subprocess.run(
+        [sys.executable, "-c", ATTACH, str(session.home), "sleeper"],
+        capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
+    )  # fmt: skip
+    assert other.returncode == 0, other.stderr
+    seen = json.loads(other.stdout.strip().splitlines()[-1])
+    assert seen == {"status": "InProgress", "secondary": "Training", "listed": ["sleeper"],
+                    "hosts": ["algo-1", "algo-2"]}  # fmt: skip
+
+    job = wait_until_ended(session, "sleeper", timeout_s=60)
+    assert job["TrainingJobStatus"] == "Stopped"
+    assert job["SecondaryStatus"] == "Stopped"
+    assert "FailureReason" not in job
+    assert _statuses(job)[-2:] == ["Stopping", "Stopped"]
+    assert_no_processes(session.home)
+    with pytest.raises(session.sagemaker_client.exceptions.ClientError) as error:
+        session.sagemaker_client.stop_training_job(TrainingJobName="sleeper")
+    assert error.value.response["Error"]["Code"] == "ValidationException"
+    assert "status Stopped" in error.value.response["Error"]["Message"]
+
+
+def test_max_runtime_stops_the_job(session: LocalSession, tmp_path: Path) -> None:
+    """MaxRuntimeInSeconds ends a job that runs too long: Stopped / MaxRuntimeExceeded."""
+    source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
+    session.sagemaker_client.create_training_job(**training_request(
+        session, "too-long", source, "sleep_forever.py", workers=1, distributed=False,
+        StoppingCondition={"MaxRuntimeInSeconds": 2},
+    ))  # fmt: skip
+    job = wait_until_ended(session, "too-long", timeout_s=120)
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
+    assert job["FailureReason"].startswith("MaxRuntimeExceeded")
+    assert_no_processes(session.home)
+
+
+def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    """If the supervisor is killed, describe says Failed (not InProgress forever); hosts end."""
+    source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
+    client = session.sagemaker_client
+    client.create_training_job(**training_request(
+        session, "orphan", source, "sleep_forever.py", workers=1, distributed=False,
+    ))  # fmt: skip
+    wait_for(lambda: "sleeping" in log_text(session, "orphan", "algo-1")
+             if (session.job_dir("orphan") / "logs/algo-1.log").exists() else False,
+             JOB_TIMEOUT_S, "the job to run")  # fmt: skip
+    pid = client.store.state("orphan")["supervisor_pid"]
+    subprocess.run(["kill", "-KILL", str(pid)], check=True)
+    job = wait_until_ended(session, "orphan", timeout_s=30)
+    assert job["TrainingJobStatus"] == "Failed"
+    assert "supervisor" in job["FailureReason"] and str(pid) in job["FailureReason"]
+    assert_no_processes(session.home)

@@ -1,0 +1,50 @@
+"""Execute notebooks/quickstart.ipynb in a real kernel (nbclient) and check what it printed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.local.conftest import assert_no_processes
+
+NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "quickstart.ipynb"
+
+pytestmark = pytest.mark.slow
+
+
+def _text(cell: dict) -> str:
+    return "".join(
+        out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
+        for out in cell.get("outputs", [])
+    )
+
+
+def test_quickstart_notebook_trains_and_opens_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(
+        notebook, kernel_name="python3", timeout=300,
+        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
+    )  # fmt: skip
+    client.execute()
+
+    outputs = [_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
+    setup, fit, model, checkpoints = outputs
+    assert f"python: {sys.executable}" in setup  # the kernel runs this environment's Python
+    assert f"home: {home}" in setup
+    assert "[algo-1] epoch 2/2" in fit and "[algo-2]" in fit
+    assert "Completed" in fit
+    assert "status: Completed" in model
+    assert "history: Starting -> " in model and model.count("Completed") >= 2
+    assert "model.tar.gz holds: ['model.pt']" in model
+    assert f"model_data: {(home / 'output').as_uri()}/mnist-notebook-" in model
+    assert checkpoints.count("Checkpoint(step=") == 2
+    assert "latest checkpoint: step-000000002, epoch 2, loss" in checkpoints
+    assert_no_processes(home)
