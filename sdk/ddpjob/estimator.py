@@ -24,7 +24,7 @@ from ddpjob import checkpoint_store, inputs, naming, packaging, storage
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import distribution_hyperparameters
 from ddpjob.errors import UserInputError
-from ddpjob.hyperparameters import check_total, check_user_hyperparameters, encode
+from ddpjob.hyperparameters import check_total, check_user_hyperparameters, decode, encode
 from ddpjob.request import build_request, validate_request
 from ddpjob.training_job import TrainingJob
 
@@ -451,12 +451,7 @@ class Estimator:
     def _init_from_description(self, description: Mapping[str, Any],
                                session: BaseSession) -> None:
         raw = description.get("HyperParameters") or {}
-        decoded = {}
-        for name, value in raw.items():
-            try:
-                decoded[name] = json.loads(value)
-            except (TypeError, ValueError):
-                decoded[name] = value
+        decoded = decode(raw)
         resources = description.get("ResourceConfig", {})
         stopping = description.get("StoppingCondition", {})
         checkpoint = description.get("CheckpointConfig") or {}

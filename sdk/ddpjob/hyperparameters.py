@@ -22,6 +22,17 @@ def encode(values: Mapping[str, Any]) -> dict[str, str]:
     return {str(name): json.dumps(value) for name, value in values.items()}
 
 
+def decode(encoded: Mapping[str, str]) -> dict[str, Any]:
+    """The inverse of `encode`; a value that is not JSON (set by another client) stays raw."""
+    decoded = {}
+    for name, value in encoded.items():
+        try:
+            decoded[name] = json.loads(value)
+        except (TypeError, ValueError):
+            decoded[name] = value
+    return decoded
+
+
 def check_user_hyperparameters(hyperparameters: Any) -> dict[str, str]:
     """The user's hyperparameters JSON-encoded, or UserInputError naming the bad entry."""
     if hyperparameters is None:
