@@ -57,10 +57,14 @@ class LocalSageMakerClient:
     def create_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Create a training job and start it in the background (CreateTrainingJob)."""
         validation.check_shape("CreateTrainingJob", kwargs)
-        kind = (kwargs.get("ResourceConfig") or {}).get("InstanceType")
-        visible = len(gpus.visible_gpus()) if kind == "local_gpu" else None
-        validation.check_create(kwargs, visible)
         request = copy.deepcopy(kwargs)
+        if request["OutputDataConfig"]["S3OutputPath"] == "":
+            # The official SDK's local mode with local_code and no output_path: keep them here.
+            output = (self.store.home / "output").absolute().as_uri()
+            request["OutputDataConfig"]["S3OutputPath"] = output
+        kind = (request.get("ResourceConfig") or {}).get("InstanceType")
+        visible = len(gpus.visible_gpus()) if kind == "local_gpu" else None
+        validation.check_create(request, visible)
         name = request["TrainingJobName"]
         try:
             job_dir = self.store.create(name, request, jobstate.new_state(name))
