@@ -284,8 +284,7 @@ class Estimator:
 
     def _data_prefix(self, job_name: str) -> str:
         """Where local inputs of a SageMaker job go: s3://<default bucket>/<job>/input/."""
-        bucket_of = getattr(self.session, "default_output_path", None)
-        return storage.join(bucket_of() if bucket_of else self._output_path(), job_name, "input")
+        return storage.join(self.session.default_output_path(), job_name, "input")
 
     def hyperparameters(self) -> dict[str, str]:
         """The user's hyperparameters, JSON-encoded as the official SDK sends them."""
@@ -294,6 +293,7 @@ class Estimator:
     def _plan(self, inputs_arg: Any, job_name: str | None) -> tuple[dict, list[inputs.Channel]]:
         """The validated request and its channels (which say what to upload); no I/O on data."""
         name = self._job_name(job_name)
+        role = self._role()  # before anything that may create the default bucket
         channel_list = inputs.channels(inputs_arg, local=self.session.local,
                                        data_prefix=lambda: self._data_prefix(name))
         script_mode = {
@@ -310,7 +310,7 @@ class Estimator:
         request = build_request(
             job_name=name,
             image_uri=self.image_uri or LOCAL_IMAGE,
-            role=self._role(),
+            role=role,
             instance_type=self.instance_type,
             instance_count=self.instance_count,
             output_path=self._output_path(),
