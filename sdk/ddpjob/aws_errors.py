@@ -71,15 +71,18 @@ def translate_client_error(
     job_name: str | None = None,
     request: Mapping[str, Any] | None = None,
     region: str | None = None,
+    local_home: str | None = None,
 ) -> DdpjobError:
     """The ddpjob error for a botocore `ClientError` raised by `operation` (e.g. CreateTrainingJob).
 
-    `job_name`, `request` and `region` only make the message name what to change.
+    `job_name`, `request` and `region` (or `local_home` for the local backend) only make the
+    message name what to change.
     """
     response = getattr(error, "response", {}) or {}
     code = response.get("Error", {}).get("Code", "") or type(error).__name__
     aws_message = _one_line(response.get("Error", {}).get("Message", "") or str(error))
-    where = f" in {region}" if region else ""
+    where = f" in {region}" if region else f" in local home {local_home}" if local_home else ""
+    control_plane = "local mode" if local_home else "SageMaker"
     request = request or {}
     kwargs = {"code": code, "operation": operation}
 
@@ -119,7 +122,7 @@ def translate_client_error(
         if job_name:
             return JobNotFoundError(
                 f"No training job named {job_name!r}{where}: check the job name "
-                f"(`ddpjob jobs list`) and the AWS region",
+                f"(`ddpjob jobs list`){'' if local_home else ' and the AWS region'}",
                 **kwargs,
             )
         return JobNotFoundError(f"{operation}{where}: {aws_message}", **kwargs)
@@ -131,7 +134,7 @@ def translate_client_error(
                 **kwargs,
             )
         return InvalidRequestError(
-            f"SageMaker rejected {operation}: {aws_message} Change the argument it names",
+            f"{control_plane} rejected {operation}: {aws_message} Change the argument it names",
             **kwargs,
         )
     return AwsError(f"{operation} failed{where} ({code}): {aws_message}", **kwargs)
@@ -144,6 +147,7 @@ def aws_errors(
     job_name: str | None = None,
     request: Mapping[str, Any] | None = None,
     region: str | None = None,
+    local_home: str | None = None,
 ) -> Iterator[None]:
     """Raise a ddpjob error (chained to the original) for any AWS error inside the block."""
     from botocore.exceptions import (
@@ -157,7 +161,8 @@ def aws_errors(
         yield
     except ClientError as error:
         raise translate_client_error(
-            error, operation=operation, job_name=job_name, request=request, region=region
+            error, operation=operation, job_name=job_name, request=request, region=region,
+            local_home=local_home,
         ) from error
     except ParamValidationError as error:
         # botocore checked the request against the service model before sending it.

@@ -38,11 +38,20 @@ def test_unknown_job_errors_are_sagemakers(session: LocalSession) -> None:
             call(TrainingJobName="no-such-job")
         assert _code(error) == "ValidationException"
         assert error.value.response["Error"]["Message"] == "Requested resource not found."
-    with pytest.raises(JobNotFoundError, match="no-such-job"):
+    with pytest.raises(JobNotFoundError, match="no-such-job") as not_found:
         session.describe_training_job("no-such-job")
+    # It names where it looked, and does not send a local user to an AWS region.
+    assert f"in local home {session.home}" in str(not_found.value)
+    assert "region" not in str(not_found.value)
     with pytest.raises(JobNotFoundError):
         list(session.iter_logs("no-such-job"))
     assert client.list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_session_errors_name_local_mode(session: LocalSession) -> None:
+    request = _request(session, TrainingJobName="bad_name")
+    with pytest.raises(InvalidRequestError, match=r"^local mode rejected CreateTrainingJob: "):
+        session.create_training_job(request)
 
 
 HYPERPARAMETER_NAME = "x" * 257

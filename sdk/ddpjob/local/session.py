@@ -76,23 +76,23 @@ class LocalSession(BaseSession):
 
     def describe_training_job(self, job_name: str) -> dict[str, Any]:
         """The DescribeTrainingJob response (JobNotFoundError when there is no such job)."""
-        with aws_errors("DescribeTrainingJob", job_name=job_name):
+        with aws_errors("DescribeTrainingJob", job_name=job_name, local_home=str(self.home)):
             return self._client.describe_training_job(TrainingJobName=job_name)
 
     def stop_training_job(self, job_name: str) -> None:
         """Stop the job: every process of it ends and it is marked Stopped."""
-        with aws_errors("StopTrainingJob", job_name=job_name):
+        with aws_errors("StopTrainingJob", job_name=job_name, local_home=str(self.home)):
             self._client.stop_training_job(TrainingJobName=job_name)
 
     def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """Send a CreateTrainingJob request; the job starts in the background."""
-        with aws_errors("CreateTrainingJob", request=request):
+        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
             return self._client.create_training_job(**request)
 
     def list_training_jobs(self, **kwargs: Any) -> list[dict[str, Any]]:
         """Every TrainingJobSummary matching ListTrainingJobs' `kwargs` (all pages)."""
         jobs: list[dict[str, Any]] = []
-        with aws_errors("ListTrainingJobs"):
+        with aws_errors("ListTrainingJobs", local_home=str(self.home)):
             while True:
                 page = self._client.list_training_jobs(**kwargs)
                 jobs += page["TrainingJobSummaries"]
