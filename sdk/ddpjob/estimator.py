@@ -399,7 +399,11 @@ class Estimator:
 
     @property
     def model_data(self) -> str | None:
-        """URI of the latest job's model.tar.gz (None until the job has produced one)."""
+        """URI of the latest job's model.tar.gz.
+
+        As in SageMaker's DescribeTrainingJob, this is where the model is (or will be) written;
+        the file is there once the job has completed.
+        """
         artifacts = self.describe().get("ModelArtifacts") or {}
         return artifacts.get("S3ModelArtifacts")
 
