@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddpjob import storage
-from ddpjob.errors import StorageError, UserInputError
+from ddpjob.errors import ObjectNotFoundError, StorageError, UserInputError
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +53,10 @@ def _manifest(folder_uri: str) -> dict | None:
             int(meta["size"])
         return {"step": int(manifest["step"]), "time": float(manifest.get("time", 0)),
                 "files": files}
+    except ObjectNotFoundError:
+        # Listed a moment ago, gone now: the job pruned it (manifest first) while we listed.
+        logger.debug("ignoring checkpoint %s: removed while listing", folder_uri)
+        return None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         logger.warning("ignoring checkpoint %s: unreadable manifest (%s)", folder_uri, exc)
         return None

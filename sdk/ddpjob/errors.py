@@ -13,6 +13,10 @@ class StorageError(DdpjobError):
     """A transfer to or from a URI failed; the message names the URI and the cause."""
 
 
+class ObjectNotFoundError(StorageError):
+    """The object or file a URI names does not exist (anymore)."""
+
+
 class JobFailedError(DdpjobError):
     """A training job ended Failed (or Stopped when the caller waited for completion)."""
 

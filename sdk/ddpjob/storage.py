@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ddpjob.errors import StorageError, UserInputError
+from ddpjob.errors import ObjectNotFoundError, StorageError, UserInputError
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,9 @@ def _s3_errors(uri: str, action: str) -> Iterator[None]:
     try:
         yield
     except (ClientError, BotoCoreError) as error:
-        raise StorageError(f"{action} {uri} failed: {_cause(error)}") from error
+        cause = _cause(error)
+        kind = ObjectNotFoundError if cause == "no such object" else StorageError
+        raise kind(f"{action} {uri} failed: {cause}") from error
 
 
 def _progress(total: int, description: str) -> Any:
@@ -241,7 +243,7 @@ def _local_errors(uri: str, action: str) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError as error:
-        raise StorageError(f"{action} {uri} failed: no such file or folder "
+        raise ObjectNotFoundError(f"{action} {uri} failed: no such file or folder "
                            f"({error.filename})") from error
     except PermissionError as error:
         raise StorageError(f"{action} {uri} failed: permission denied ({error.filename})") \

@@ -77,3 +77,28 @@ def test_errors_without_checkpoints(src: Path, local_session: Any, tmp_path: Pat
         _estimator(src, local_session, empty).download_checkpoint(tmp_path / "dl")
     with pytest.raises(UserInputError, match="checkpoint_s3_uri is not set"):
         _estimator(src, local_session, None).checkpoints()
+
+
+def test_a_checkpoint_pruned_while_listing_is_skipped(layout: Path, s3_bucket: str, src: Path,
+                                                      local_session: Any) -> None:
+    """The job prunes old checkpoints (manifest first) while the client lists them: the one that
+    vanished between ListObjects and reading its manifest is left out, not an error."""
+    import boto3
+
+    storage.upload_dir(layout, f"s3://{s3_bucket}/ckpt")
+    uri = f"s3://{s3_bucket}/ckpt/run-1"
+    pruned = "ckpt/run-1/step-000000100/"
+    pruner = boto3.client("s3")
+
+    def prune_before_read(params: dict, **_: Any) -> None:
+        if params["url_path"].endswith(f"{pruned}manifest.json"):
+            for name in ("manifest.json", "state.pt"):
+                pruner.delete_object(Bucket=s3_bucket, Key=pruned + name)
+
+    events = storage.s3_client().meta.events
+    events.register("before-call.s3.GetObject", prune_before_read)
+    try:
+        found = _estimator(src, local_session, uri).checkpoints()
+    finally:
+        events.unregister("before-call.s3.GetObject", prune_before_read)
+    assert [c.step for c in found] == [200]
