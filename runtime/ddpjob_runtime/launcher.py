@@ -113,6 +113,9 @@ def mpirun_command(
             "use distribution={'torch_distributed': {'enabled': True}} instead"
         )
     hosts = ",".join(f"{address}:{nproc}" for address in host_addresses)
+    # mpirun warns about an exported name that is unset, so export only those that are set.
+    exported = [arg for name in ("PATH", "PYTHONPATH") if name in os.environ
+                for arg in ("-x", name)]
     return [
         mpirun,
         "--allow-run-as-root",
@@ -124,10 +127,7 @@ def mpirun_command(
         f"MASTER_ADDR={master_addr}",
         "-x",
         f"MASTER_PORT={master_port}",
-        "-x",
-        "PATH",
-        "-x",
-        "PYTHONPATH",
+        *exported,
         sys.executable,
         *worker_command(entry, args),
     ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from ddpjob import checkpoint_store, inputs, naming, packaging, storage
 from ddpjob.base_session import BaseSession
-from ddpjob.distribution import distribution_hyperparameters
+from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
 from ddpjob.hyperparameters import check_total, check_user_hyperparameters, decode, encode
 from ddpjob.request import build_request, validate_request
@@ -180,6 +180,12 @@ class Estimator:
         self.distribution = dict(distribution) if isinstance(distribution, Mapping) else \
             distribution
         self._distribution_hps = distribution_hyperparameters(distribution, instance_type)
+        if self._distribution_hps.get(MPI) and self.instance_count > 1:
+            # Multi-host mpirun needs sshd and orted on every host, which the image lacks.
+            raise UserInputError(
+                f"distribution 'mpi' runs on one host (instance_count=1), got instance_count="
+                f"{self.instance_count}: use {{'torch_distributed': {{'enabled': True}}}} for "
+                f"several hosts")
         self.role = _optional_str(role, "role")
         self.image_uri = _optional_str(image_uri, "image_uri")
         self.base_job_name = (naming.check_base_job_name(base_job_name)

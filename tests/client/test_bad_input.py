@@ -40,6 +40,8 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
      r"mpi is disabled .* sets processes_per_host"),
     ("dist-mpi-ppn-zero", {"distribution": {"mpi": {"enabled": True, "processes_per_host": 0}}},
      None, r"processes_per_host'\] must be an integer >= 1"),
+    ("dist-mpi-multi-host", {"distribution": {"mpi": {"enabled": True}}, "instance_count": 2},
+     None, r"distribution 'mpi' runs on one host \(instance_count=1\)"),
     ("dist-ppn-float", {"distribution": {"processes_per_host": 1.5}}, None,
      r"processes_per_host must be an integer >= 1"),
     ("dist-strategy-key-typo", {"distribution": {"torch_distributed": {"enable": True}}}, None,

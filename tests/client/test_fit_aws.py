@@ -53,7 +53,7 @@ def test_fit_uploads_code_and_inputs_then_submits(src: Path, tmp_path: Path, aws
 
 def test_attach_rebuilds_the_estimator(src: Path, aws_session: Any, s3_bucket: str) -> None:
     original = PyTorch(entry_point="train.py", source_dir=src, instance_type="ml.g5.xlarge",
-                       instance_count=3, role=ROLE, image_uri=IMAGE, session=aws_session,
+                       instance_count=1, role=ROLE, image_uri=IMAGE, session=aws_session,
                        distribution={"mpi": {"enabled": True, "processes_per_host": 4}},
                        hyperparameters={"lr": 0.1, "name": "x"},
                        output_path=f"s3://{s3_bucket}/out",
@@ -61,7 +61,7 @@ def test_attach_rebuilds_the_estimator(src: Path, aws_session: Any, s3_bucket: s
     original.fit(wait=False, job_name="fit-aws-attach")
     attached = PyTorch.attach("fit-aws-attach", session=aws_session, wait=False)
     assert attached.latest_training_job.name == "fit-aws-attach"
-    assert (attached.instance_type, attached.instance_count) == ("ml.g5.xlarge", 3)
+    assert (attached.instance_type, attached.instance_count) == ("ml.g5.xlarge", 1)
     assert attached.entry_point == "train.py"
     assert attached.hyperparameters() == {"lr": "0.1", "name": '"x"'}
     assert attached.distribution == {"mpi": {"enabled": True, "processes_per_host": 4}}

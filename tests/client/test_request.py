@@ -52,11 +52,17 @@ FORMS: list[tuple[str, dict, dict[str, str]]] = [
 ]
 
 
+def hosts_for(distribution: dict | None) -> int:
+    """Two hosts, except for mpi, which runs on one."""
+    return 1 if (distribution or {}).get("mpi", {}).get("enabled") else 2
+
+
 @pytest.fixture
 def estimator_for(src: Path, aws_session: Any, s3_bucket: str):
     def make(distribution: dict | None, **extra: Any) -> PyTorch:
         return PyTorch(entry_point="train.py", source_dir=str(src), instance_type=TYPE,
-                       instance_count=2, distribution=distribution, session=aws_session,
+                       instance_count=hosts_for(distribution), distribution=distribution,
+                       session=aws_session,
                        role=ROLE, image_uri=IMAGE, output_path=f"s3://{s3_bucket}/out",
                        hyperparameters={"lr": 0.01, "optimizer": "adam", "layers": [64, 32],
                                         "amp": True, "seed": None},
@@ -88,7 +94,8 @@ def test_request_per_distribution_form(form: str, distribution: dict | None,
                                         "S3DataDistributionType": "FullyReplicated"}},
         "ChannelName": "training",
     }]
-    assert request["ResourceConfig"] == {"VolumeSizeInGB": 30, "InstanceCount": 2,
+    assert request["ResourceConfig"] == {"VolumeSizeInGB": 30,
+                                         "InstanceCount": hosts_for(distribution),
                                          "InstanceType": TYPE}
     assert request["AlgorithmSpecification"] == {"TrainingInputMode": "File",
                                                  "TrainingImage": IMAGE}
