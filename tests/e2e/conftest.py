@@ -7,11 +7,8 @@ mean(w*^2) / 4**k (see its docstring), so where a job started from is read off i
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import re
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +17,11 @@ from typing import Any
 import pytest
 from ddpjob import LocalSession, PyTorch
 
-from tests.local.conftest import assert_no_processes, processes_under, wait_for
+from tests.local.conftest import (
+    assert_no_processes,
+    local_session_at,
+    wait_for,
+)
 
 JOBS = Path(__file__).parent / "jobs"
 SCRIPT = "linreg.py"
@@ -40,13 +41,8 @@ _FRESH = re.compile(r"\bfresh start rank=(\d+)")
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[LocalSession]:
     """A LocalSession in a fresh home; after the test, no process of its jobs may be left."""
-    home = tmp_path / "home"
-    yield LocalSession(home=home)
-    leftovers = processes_under(home)
-    for pid in leftovers:  # only processes of this test's jobs, named by their home
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert not leftovers, f"processes left behind by the test: {leftovers}"
+    with local_session_at(tmp_path / "home") as local:
+        yield local
 
 
 def estimator(session: LocalSession, bucket: str, **kwargs: Any) -> PyTorch:

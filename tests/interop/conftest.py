@@ -7,9 +7,6 @@ the test: nothing may leave this machine.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +15,7 @@ import pytest
 from ddpjob.local.session import LocalSession
 
 from tests.conftest import REGION
-from tests.local.conftest import processes_under
+from tests.local.conftest import local_session_at
 
 HERE = Path(__file__).parent
 TRAIN_SCRIPT = HERE / "train_ddp.py"
@@ -53,13 +50,8 @@ def sdk(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 @pytest.fixture
 def local_session(tmp_path: Path) -> Iterator[LocalSession]:
     """Our LocalSession in a fresh home; kills (and fails on) processes a test left behind."""
-    home = tmp_path / "ddpjob-home"
-    yield LocalSession(home)
-    leftovers = processes_under(home)
-    for pid in leftovers:  # only processes of this test's jobs, named by their home
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert not leftovers, f"processes left behind by the test: {leftovers}"
+    with local_session_at(tmp_path / "ddpjob-home") as local:
+        yield local
 
 
 @pytest.fixture

@@ -53,16 +53,22 @@ def assert_no_processes(path: Path, timeout_s: float = 30) -> None:
     wait_for(lambda: not processes_under(path), timeout_s, f"the processes under {path} to end")
 
 
-@pytest.fixture
-def session(tmp_path: Path) -> Iterator[LocalSession]:
-    """A LocalSession whose home is a fresh temporary folder; kills what a failed test left."""
-    home = tmp_path / "home"
+@contextlib.contextmanager
+def local_session_at(home: Path) -> Iterator[LocalSession]:
+    """A LocalSession in `home`; on exit kills (and fails on) what its jobs left running."""
     yield LocalSession(home)
     leftovers = processes_under(home)
     for pid in leftovers:  # only processes of this test's jobs, named by their home
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     assert not leftovers, f"processes left behind by the test: {leftovers}"
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[LocalSession]:
+    """A LocalSession whose home is a fresh temporary folder; kills what a failed test left."""
+    with local_session_at(tmp_path / "home") as local:
+        yield local
 
 
 def source_tar(folder: Path, *scripts: Path) -> str:
