@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 
     from moto.server import ThreadedMotoServer
 
