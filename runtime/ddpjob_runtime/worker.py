@@ -93,6 +93,17 @@ def _flush_checkpoints() -> None:
         checkpoints.flush()
 
 
+def _close_process_group() -> None:
+    """Destroy the process group a script left open, before interpreter teardown does.
+
+    Left to teardown, gloo's threads can be destroyed while still joinable and the C++ runtime
+    aborts the rank ("terminate called without an active exception") after a successful run.
+    """
+    tdist = sys.modules.get("torch.distributed")
+    if tdist is not None and tdist.is_available() and tdist.is_initialized():
+        tdist.destroy_process_group()
+
+
 def _failed(exc: BaseException) -> int:
     tb = traceback.format_exc()
     sys.stderr.write(tb)
@@ -118,6 +129,7 @@ def run(argv: list[str]) -> int:
         return code
     try:
         _flush_checkpoints()
+        _close_process_group()
     except BaseException as exc:  # noqa: B036
         return _failed(exc)
     return 0

@@ -123,3 +123,22 @@ def test_source_from_s3_and_checkpoints_restored_and_flushed(run_hosts, s3_bucke
         assert (result.root / "model" / "step").read_text() == str(expected_step)
         names = [key for key, _ in storage.list_objects(ckpt + "/")]
         assert any(name.endswith("manifest.json") for name in names), names
+
+
+def test_a_process_group_left_open_is_destroyed_before_teardown(run_hosts) -> None:
+    """Scripts written for smdistributed never destroy their process group; the worker does it
+    after a successful run, before interpreter teardown (where gloo can abort a rank)."""
+    script = """
+    import atexit, os, pathlib
+    import torch.distributed
+    import ddpjob_runtime.dataparallel.torch.distributed as dist
+
+    dist.init_process_group()
+    dist.barrier()
+    marker = pathlib.Path(os.environ["SM_MODEL_DIR"], f"open-at-exit-{dist.get_rank()}")
+    atexit.register(lambda: marker.write_text(str(torch.distributed.is_initialized())))
+    """
+    (result,) = run_hosts(script, hosts=1, processes_per_host=2)
+    assert result.exit_code == 0, result.log[-3000:]
+    for rank in (0, 1):
+        assert (result.root / "model" / f"open-at-exit-{rank}").read_text() == "False"
