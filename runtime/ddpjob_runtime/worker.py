@@ -8,6 +8,7 @@ checkpoint fails the job.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import runpy
@@ -135,11 +136,25 @@ def run(argv: list[str]) -> int:
     return 0
 
 
+def _exit_before_native_teardown() -> None:
+    """The last exit step of a successful rank: leave before C++ static destructors run.
+
+    Registered before the user's code, so it runs after the user's atexit handlers (and after
+    Python joined the non-daemon threads). torch's native teardown at exit can destroy a thread
+    that is still joinable and abort a rank that had finished ("terminate called without an
+    active exception"), failing a job that succeeded.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main() -> None:
     """Console entry of the wrapper (run by torchrun, mpirun or the bootstrap)."""
     if len(sys.argv) < 2:
         sys.exit("usage: python -m ddpjob_runtime.worker ENTRY_POINT [ARGS...]")
     _die_with_parent()
+    atexit.register(_exit_before_native_teardown)
     code = run(sys.argv[1:])
     if code == 0:
         sys.exit(0)  # normal teardown: the user's atexit handlers run

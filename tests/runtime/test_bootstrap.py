@@ -142,3 +142,20 @@ def test_a_process_group_left_open_is_destroyed_before_teardown(run_hosts) -> No
     assert result.exit_code == 0, result.log[-3000:]
     for rank in (0, 1):
         assert (result.root / "model" / f"open-at-exit-{rank}").read_text() == "False"
+
+
+def test_native_teardown_cannot_fail_a_rank_that_succeeded(run_hosts) -> None:
+    """torch's C++ teardown at exit sometimes aborted a finished rank (SIGABRT, "terminate
+    called without an active exception") and failed the job. Stand-in, deterministic: a native
+    exit handler that aborts. The worker leaves after the user's atexit handlers, before it."""
+    script = """
+    import atexit, ctypes, os, pathlib
+    libc = ctypes.CDLL("libc.so.6")
+    libc.__cxa_atexit(ctypes.cast(libc.abort, ctypes.c_void_p), None, None)
+    marker = pathlib.Path(os.environ["SM_MODEL_DIR"], "user-atexit-" + os.environ["RANK"])
+    atexit.register(marker.touch)
+    """
+    (result,) = run_hosts(script, hosts=1, processes_per_host=2)
+    assert result.exit_code == 0, result.log[-3000:]
+    assert sorted(p.name for p in (result.root / "model").iterdir()) == [
+        "user-atexit-0", "user-atexit-1"]
