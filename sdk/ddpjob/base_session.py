@@ -49,6 +49,10 @@ class BaseSession(abc.ABC):
         """The IAM role used when the estimator names none (None: a role is required)."""
         return None
 
+    def expand_role(self, role: str) -> str:
+        """The role as CreateTrainingJob takes it (SageMaker's Session expands a bare name)."""
+        return role
+
     def describe_training_job(self, job_name: str) -> dict[str, Any]:
         """The DescribeTrainingJob response of `job_name`."""
         return self.sagemaker_client.describe_training_job(TrainingJobName=job_name)

@@ -267,22 +267,15 @@ def _jobs(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
-def _ended_badly(description: dict[str, Any]) -> JobFailedError | None:
-    """The JobFailedError of a job that ended Failed or Stopped, else None."""
-    status = description["TrainingJobStatus"]
-    if status not in ("Failed", "Stopped"):
-        return None
-    reason = description.get("FailureReason") or description.get("SecondaryStatus") or status
-    return JobFailedError(description["TrainingJobName"], status, " ".join(str(reason).split()))
-
-
 def _logs(args: argparse.Namespace, config: Config) -> int:
     session = _session(args, config)
     session.describe_training_job(args.name)  # an unknown job is an error, not silence
     for host, line in session.iter_logs(args.name, follow=args.follow):
         print(f"[{host}] {line}", flush=True)
     if args.follow:
-        failure = _ended_badly(session.describe_training_job(args.name))
+        from ddpjob.training_job import job_failure
+
+        failure = job_failure(session.describe_training_job(args.name))
         if failure is not None:
             raise failure
     return EXIT_OK

@@ -273,9 +273,7 @@ class Estimator:
             return self.role or self.session.default_role() or LOCAL_ROLE
         from ddpjob.session import require_role
 
-        role = require_role(self.role or self.session.default_role())
-        expand = getattr(self.session, "expand_role", None)
-        return expand(role) if expand else role
+        return self.session.expand_role(require_role(self.role or self.session.default_role()))
 
     def _output_path(self) -> str:
         if self.output_path is None:

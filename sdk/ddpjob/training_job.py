@@ -18,6 +18,16 @@ def _say(message: str) -> None:
     logger.info(message)
 
 
+def job_failure(description: dict[str, Any]) -> JobFailedError | None:
+    """The JobFailedError of a job that ended Failed or Stopped (its description), else None."""
+    status = description["TrainingJobStatus"]
+    if status not in ("Failed", "Stopped"):
+        return None
+    reason = description.get("FailureReason") or description.get("SecondaryStatus", "")
+    return JobFailedError(description["TrainingJobName"], status,
+                          " ".join(str(reason).split()) or status)
+
+
 class TrainingJob:
     """A training job of a session; what `estimator.latest_training_job` holds."""
 
@@ -63,10 +73,9 @@ class TrainingJob:
             time.sleep(self.poll_seconds)
             description = self.describe()
         self._report(description)
-        status = description["TrainingJobStatus"]
-        if status != "Completed":
-            reason = description.get("FailureReason") or description.get("SecondaryStatus", "")
-            raise JobFailedError(self.name, status, " ".join(str(reason).split()) or status)
+        failure = job_failure(description)
+        if failure is not None:
+            raise failure
         return description
 
     def logs(self) -> None:
