@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddpjob import storage
 from ddpjob.errors import UserInputError
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
@@ -39,7 +40,6 @@ _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "instance_type": ((str,), "an instance type such as 'local' or 'ml.g5.12xlarge'"),
     "tags": ((dict, list), "a mapping of tag keys to values, or a list of {Key: ..., Value: ...}"),
 }
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 
 # Keys a job spec may hold: the estimator's arguments plus what fit() takes.
@@ -121,7 +121,7 @@ def _check_config_value(key: str, value: str, where: str) -> None:
     if key == "instance_type" and backend_of(value) is None:
         raise UserInputError(f"{where}: instance_type {value!r} is not allowed: use 'local', "
                              f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
-    if key == "default_bucket" and (not _BUCKET.match(value) or ".." in value):
+    if key == "default_bucket" and not storage.is_bucket_name(value):
         raise UserInputError(f"{where}: default_bucket {value!r} is not an S3 bucket name "
                              f"(3-63 lowercase letters, digits, dots and hyphens)")
     if key == "region" and not _REGION.match(value):
@@ -176,16 +176,20 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     # Relative paths in a spec are relative to the spec's folder, as in docker-compose files.
     base = spec_path.parent
     if isinstance(data.get("source_dir"), str) and not _is_uri(data["source_dir"]):
-        data["source_dir"] = str((base / Path(data["source_dir"]).expanduser()).resolve())
+        data["source_dir"] = _relative_to(base, data["source_dir"])
     elif data.get("source_dir") is None and isinstance(data.get("entry_point"), str):
-        data["entry_point"] = str((base / Path(data["entry_point"]).expanduser()).resolve())
+        data["entry_point"] = _relative_to(base, data["entry_point"])
     if data.get("dependencies"):
         data["dependencies"] = [
-            str((base / Path(dep).expanduser()).resolve())
-            if isinstance(dep, str) and not _is_uri(dep) else dep
+            _relative_to(base, dep) if isinstance(dep, str) and not _is_uri(dep) else dep
             for dep in data["dependencies"]
         ]
     return data
+
+
+def _relative_to(base: Path, path: str) -> str:
+    """`path` (~ expanded) as an absolute path, relative ones taken from `base`."""
+    return str((base / Path(path).expanduser()).resolve())
 
 
 def _is_uri(value: str) -> bool:

@@ -58,6 +58,11 @@ class ObjectInfo:
     size: int
 
 
+def is_bucket_name(name: str) -> bool:
+    """Whether `name` is a valid S3 bucket name (3-63 lowercase letters, digits, dots, hyphens)."""
+    return bool(_BUCKET.match(name)) and ".." not in name
+
+
 def parse(uri: Any, argument: str = "uri") -> Location:
     """Parse `s3://bucket/key`, `file:///abs/path` or a plain path; UserInputError otherwise."""
     if isinstance(uri, os.PathLike):
@@ -67,7 +72,7 @@ def parse(uri: Any, argument: str = "uri") -> Location:
                              f"path, got {uri!r}")
     if uri.startswith("s3://"):
         bucket, _, key = uri[len("s3://"):].partition("/")
-        if not _BUCKET.match(bucket) or ".." in bucket:
+        if not is_bucket_name(bucket):
             raise UserInputError(
                 f"{argument} {uri!r}: {bucket!r} is not an S3 bucket name (3-63 lowercase "
                 f"letters, digits, dots and hyphens); use s3://<bucket>/<key>"
