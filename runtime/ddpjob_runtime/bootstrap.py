@@ -64,11 +64,9 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
     channels = env.platform.get("channels") or {}
     checkpoint_uri = env.platform.get("checkpoint_s3_uri")
     if channels:
-        from ddpjob_runtime import storage
+        from ddpjob_runtime import channels as staging
 
-        for name, uri in channels.items():
-            log.info("staging channel %s from %s", name, uri)
-            storage.download_prefix(uri, env.channel_dir(name))
+        staging.stage(channels, env.channel_dir)
     if checkpoint_uri:
         from ddpjob_runtime import checkpoints
 

@@ -336,19 +336,64 @@ def download_prefix(uri: str, dest_dir: Path) -> list[Path]:
         uri, lambda: _s3_object_exists(loc.bucket, loc.key)
     ):
         return [download_file(uri, dest_dir / Path(loc.key).name)]
-    objects = _list_s3(uri, loc)
     prefix = loc.key.rstrip("/") + "/" if loc.key else ""
-    targets = [_safe_target(dest_dir, rel, uri) for rel, _, _ in objects]
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    _run_all(uri, lambda m: (
-        m.download(loc.bucket, prefix + rel, str(target),
-                   subscribers=[_known_object_type()(size, etag)])
-        for (rel, size, etag), target in zip(objects, targets, strict=True)
-    ))
+    objects = [ListedObject(rel, prefix + rel, size, etag)
+               for rel, size, etag in _list_s3(uri, loc)]
+    targets = [_safe_target(dest_dir, o.rel, uri) for o in objects]
+    download_objects(uri, list(zip(objects, targets, strict=True)))
     log.info("downloaded %d objects (%d bytes) from %s", len(objects),
-             sum(size for _, size, _ in objects), uri)
+             sum(o.size for o in objects), uri)
     return targets
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One object of a prefix: `rel` its path under the destination folder, `key` its S3 key
+    (or absolute local path), `etag` the S3 ETag (None for local files)."""
+
+    rel: str
+    key: str
+    size: int
+    etag: str | None
+
+
+def list_prefix(uri: str) -> list[ListedObject]:
+    """What `download_prefix(uri, ...)` brings down, with sizes and ETags, sorted by `rel`.
+
+    A URI naming one object or file lists just it, under its own name; a missing local path is
+    a StorageError, an empty or missing S3 prefix an empty list.
+    """
+    loc = parse_uri(uri)
+    if not loc.is_s3:
+        if loc.path.is_file():
+            return [ListedObject(loc.path.name, str(loc.path), loc.path.stat().st_size, None)]
+        if not loc.path.is_dir():
+            raise StorageError(f"{uri}: no such file or folder")
+        return [ListedObject(rel, str(loc.path / rel), size, None)
+                for rel, size in list_objects(uri)]
+    if loc.key and not loc.key.endswith("/"):
+        from botocore.exceptions import ClientError
+
+        try:
+            head = _s3_call(uri, lambda: client().head_object(Bucket=loc.bucket, Key=loc.key))
+            return [ListedObject(Path(loc.key).name, loc.key, head["ContentLength"],
+                                 head.get("ETag"))]
+        except StorageError as exc:
+            if not (isinstance(exc.__cause__, ClientError) and str(exc).endswith("no such key")):
+                raise
+    prefix = loc.key.rstrip("/") + "/" if loc.key else ""
+    return [ListedObject(rel, prefix + rel, size, etag) for rel, size, etag in _list_s3(uri, loc)]
+
+
+def download_objects(uri: str, pairs: list[tuple[ListedObject, Path]]) -> None:
+    """Download the listed S3 objects of `uri`'s bucket, each to its path, in parallel."""
+    bucket = parse_uri(uri).bucket
+    for _, target in pairs:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    _run_all(uri, lambda m: (
+        m.download(bucket, o.key, str(target), subscribers=[_known_object_type()(o.size, o.etag)])
+        for o, target in pairs
+    ))
 
 
 def upload_file(path: Path, uri: str) -> None:

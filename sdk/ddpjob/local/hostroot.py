@@ -30,9 +30,11 @@ def _write(path: Path, data: Any) -> None:
 
 
 def config_files(
-    request: dict[str, Any], host: str, master_port: int, job_dir: Path
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
+    staged: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """`{file name under input/config: content}` for `host`."""
+    """`{file name under input/config: content}` for `host`; `staged` maps the channels the
+    platform staged to their folders (the runtime links them instead of downloading)."""
     hosts = host_names(request)
     kind = request["ResourceConfig"]["InstanceType"]
     channels = request.get("InputDataConfig") or []
@@ -65,7 +67,7 @@ def config_files(
             "master_port": master_port,
             "channels": {
                 c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels
-            },
+            } | {name: {"staged": folder} for name, folder in (staged or {}).items()},
             "output_path": request["OutputDataConfig"]["S3OutputPath"],
             "status_file": str(status_file(job_dir, host)),
         },
@@ -80,9 +82,12 @@ def config_files(
     return files
 
 
-def prepare(request: dict[str, Any], host: str, master_port: int, job_dir: Path) -> Path:
+def prepare(
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
+    staged: dict[str, str] | None = None,
+) -> Path:
     """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
     root = job_dir / "hosts" / host
-    for name, content in config_files(request, host, master_port, job_dir).items():
+    for name, content in config_files(request, host, master_port, job_dir, staged).items():
         _write(root / "input" / "config" / name, content)
     return root

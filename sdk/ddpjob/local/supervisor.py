@@ -31,7 +31,7 @@ from ddpjob.job_status import (
     ending,
     job_progress,
 )
-from ddpjob.local import failure_cause, gpus, hostroot, jobstate, proctree
+from ddpjob.local import failure_cause, gpus, hostroot, jobstate, proctree, staging
 from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.supervisor")
@@ -89,6 +89,7 @@ class Supervisor:
         self.internal_error: str | None = None
         self.signalled = False
         self.kill_at: float | None = None
+        self.staged: dict[str, dict[str, str]] = {}
 
     # --- state on disk -------------------------------------------------------------------
 
@@ -131,7 +132,7 @@ class Supervisor:
         )
         (self.job_dir / "logs").mkdir(exist_ok=True)
         for host, gpu_ids in zip(self.hosts, slices, strict=True):
-            root = hostroot.prepare(self.request, host, port, self.job_dir)
+            root = hostroot.prepare(self.request, host, port, self.job_dir, self.staged.get(host))
             with open(self.job_dir / "logs" / f"{host}.log", "ab") as out:
                 self.procs[host] = subprocess.Popen(
                     command, cwd=root, env=self._host_env(host, root, gpu_ids),
@@ -270,6 +271,9 @@ class Supervisor:
             if self._stop_requested():
                 self._begin_end(EndCause.STOP_REQUESTED)  # stopped before it started
             else:
+                self._move(SecondaryStatus.DOWNLOADING)  # every channel, once for all hosts
+                self.staged = staging.stage_channels(
+                    self.store.home, self.job_dir, self.request, self.hosts)
                 self._start_hosts()
                 self._watch()
         except Exception as exc:  # noqa: BLE001 - whatever broke, the job must end with a reason
@@ -280,6 +284,7 @@ class Supervisor:
         finally:
             try:
                 self._end_everything()
+                staging.release(self.store.home, self.job_dir, self.hosts)
             except Exception:  # noqa: BLE001 - the final status must still be written
                 log.exception("cleanup error")
             self._finish()
