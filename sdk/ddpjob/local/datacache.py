@@ -2,7 +2,7 @@
 
     entries/<hh>/<hash>        complete objects, read-only (0444); jobs hard-link them
     locks/<hh>/<hash>.lock     held (fcntl) by the one process downloading that entry
-    tmp/<hash>.<id>.part       downloads in progress, renamed into entries/ once complete
+    tmp/<hash>.<id>.part*      downloads in progress, renamed into entries/ once complete
 
 `<hash>` is the sha256 of (bucket, key, size, ETag) from the listing, so a changed object is a
 new entry. An entry exists only once it is complete: a killed download leaves a `.part` file
@@ -204,7 +204,7 @@ class DataCache:
         """`.part` files whose writer is gone (nobody holds the entry's lock)."""
         if not self.tmp.is_dir():
             return
-        for part in self.tmp.glob("*.part"):
+        for part in self.tmp.glob("*.part*"):  # ours, and s3transfer's own temp names
             with self._open_lock(part.name.split(".", 1)[0]) as f:
                 try:
                     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
