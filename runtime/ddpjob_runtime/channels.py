@@ -15,6 +15,7 @@ import errno
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE = 1
 
 
-def stage(channels: dict[str, Any], channel_dir) -> None:
+def stage(channels: dict[str, Any], channel_dir: Callable[[str], Path]) -> None:
     """Bring each channel of platform.json's `channels` into `channel_dir(name)`."""
     staged = False
     for name, spec in channels.items():

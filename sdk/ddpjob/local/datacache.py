@@ -109,7 +109,9 @@ class DataCache:
         except FileNotFoundError:
             return False
 
-    def _fill(self, uri: str, batch: list[tuple[ListedObject, str]]) -> list:
+    def _fill(
+        self, uri: str, batch: list[tuple[ListedObject, str]]
+    ) -> list[tuple[ListedObject, str]]:
         """Download the entries of `batch` this process gets the lock of; then wait for the ones
         another process is downloading (and download them if it died). What it downloaded."""
         mine, theirs = [], []
