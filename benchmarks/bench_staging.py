@@ -107,7 +107,9 @@ def compare(label: str, session: LocalSession, source: Path, uri: str, size: int
           f"{disk / size:.3f} (goal <= 1.05); with the cache: "
           f"{statistics.median(r['with_cache_bytes'] for r in cold[4]) / 1e6:.0f} MB")
     print(f"  fit() to first step: 4 hosts {t4:.2f} s, 1 host {t1:.2f} s, ratio {t4 / t1:.2f} "
-          f"(goal <= 1.2)")
+          f"(goal <= 1.2); of which staging: 4 hosts "
+          f"{statistics.median(r['staging'] for r in cold[4]):.2f} s, 1 host "
+          f"{statistics.median(r['staging'] for r in cold[1]):.2f} s")
     if uri.startswith("s3://"):
         warm = [run_job(session, source, uri, 4) for _ in range(reps)]
         first = statistics.median(r["staging"] for r in cold[4])
