@@ -116,6 +116,27 @@ def test_s3_channel_cached_across_jobs_and_fetched_again_when_changed(
     assert seen["a.txt"][0] == _sha(b"alpha, version 2\n")
 
 
+@pytest.mark.slow
+def test_two_jobs_at_once_download_each_object_once(
+    session: LocalSession, tmp_path: Path, s3_bucket: str
+) -> None:
+    uri = _objects(s3_bucket, 40, 50_000)
+    source = source_tar(tmp_path / "src", JOBS / "channel_probe.py")
+    for name in ("twin-1", "twin-2"):
+        session.sagemaker_client.create_training_job(**training_request(
+            session, name, source, "channel_probe.py", workers=1, **_channel(uri)))
+    downloaded = 0
+    for name in ("twin-1", "twin-2"):
+        job = wait_until_ended(session, name)
+        assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+        objects, how = _staged_line(session, name)
+        assert objects == 40
+        downloaded += 0 if how == "all cached" else int(how)
+        assert len(json.loads(_host_file(session, name, "algo-1", "view-before.json"))) == 40
+    assert downloaded == 40
+    assert_no_processes(session.home)
+
+
 def test_sharded_channel_splits_objects_across_hosts(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
