@@ -67,7 +67,12 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
         from ddpjob_runtime import channels as staging
 
         staging.stage(channels, env.channel_dir)
-    if checkpoint_uri:
+    if checkpoint_uri and env.platform.get("staged_checkpoint"):
+        from ddpjob_runtime import channels as staging
+
+        staging.link_tree(Path(env.platform["staged_checkpoint"]), env.checkpoint_dir)
+        log.info("checkpoint restored: linked from the job's staged copy")
+    elif checkpoint_uri:
         from ddpjob_runtime import checkpoints
 
         step = checkpoints.restore_latest(checkpoint_uri, env.checkpoint_dir)
@@ -183,7 +188,8 @@ def _train(env: TrainingEnvironment, record_dir: Path) -> int:
     _prepare_folders(env)
     entry = env.entry_point
     if env.submit_directory:
-        sourcedir.fetch_source(env.submit_directory, env.code_dir)
+        sourcedir.fetch_source(env.platform.get("submit_directory") or env.submit_directory,
+                               env.code_dir)
     sourcedir.install_requirements(env.code_dir)
     check_entry_point(env.code_dir, entry)
     gpus = sm_variables.num_gpus()

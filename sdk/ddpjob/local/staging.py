@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import shutil
@@ -30,6 +31,7 @@ from ddpjob.local.datacache import DataCache, human_bytes, max_bytes
 log = logging.getLogger(__name__)
 
 CHANNELS = "channels"
+CHECKPOINT = "checkpoint"  # the latest checkpoint, restored once for all hosts
 SHARDED = "ShardedByS3Key"
 READ_ONLY = 0o444
 
@@ -37,6 +39,48 @@ READ_ONLY = 0o444
 def cache_of(home: Path) -> DataCache:
     """The object cache of the jobs under `home`."""
     return DataCache(Path(home) / "cache")
+
+
+def stage_job(
+    home: Path, job_dir: Path, request: dict[str, Any], hosts: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Stage the job's channels, its `s3://` source archive and its latest checkpoint once for
+    all hosts; `{host: what to add to its platform.json}` (see docs/contract.md)."""
+    staged = stage_channels(home, job_dir, request, hosts)
+    shared: dict[str, Any] = {}
+    source = _submit_directory(request)
+    if source and storage.parse_uri(source).is_s3:
+        shared["submit_directory"] = str(storage.download_file(
+            source, Path(job_dir) / "source" / "sourcedir.tar.gz"))
+    checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
+    if checkpoint_uri:
+        from ddpjob_runtime import checkpoints  # torch only inside load_latest, never here
+
+        folder = Path(job_dir) / CHECKPOINT
+        step = checkpoints.restore_latest(checkpoint_uri, folder)
+        log.info("checkpoint: %s", f"step {step}, staged once" if step is not None else "none")
+        _make_read_only(folder)
+        shared["staged_checkpoint"] = str(folder)
+    return {host: {"channels": {n: {"staged": f} for n, f in staged[host].items()}, **shared}
+            for host in hosts}
+
+
+def _submit_directory(request: dict[str, Any]) -> str | None:
+    value = (request.get("HyperParameters") or {}).get("sagemaker_submit_directory")
+    if value is None:
+        return None
+    try:
+        decoded = json.loads(value)  # the official SDK JSON-encodes every value
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, str) else value
+
+
+def _make_read_only(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in folder.rglob("*"):
+        if path.is_file():
+            os.chmod(path, READ_ONLY)
 
 
 def stage_channels(
@@ -153,8 +197,9 @@ def _inside(folder: Path, rel: str, uri: str) -> Path:
 
 
 def release(home: Path, job_dir: Path, hosts: list[str]) -> None:
-    """Remove the job's staged channels (and its hosts' links to them), then trim the cache."""
-    shutil.rmtree(Path(job_dir) / CHANNELS, ignore_errors=True)
+    """Remove what the job staged (and its hosts' channel links), then trim the cache."""
+    for staged in (CHANNELS, CHECKPOINT, "source"):
+        shutil.rmtree(Path(job_dir) / staged, ignore_errors=True)
     for host in hosts:
         shutil.rmtree(Path(job_dir) / "hosts" / host / "input" / "data", ignore_errors=True)
     cache = cache_of(home)

@@ -89,7 +89,7 @@ class Supervisor:
         self.internal_error: str | None = None
         self.signalled = False
         self.kill_at: float | None = None
-        self.staged: dict[str, dict[str, str]] = {}
+        self.staged: dict[str, dict[str, Any]] = {}
 
     # --- state on disk -------------------------------------------------------------------
 
@@ -271,8 +271,8 @@ class Supervisor:
             if self._stop_requested():
                 self._begin_end(EndCause.STOP_REQUESTED)  # stopped before it started
             else:
-                self._move(SecondaryStatus.DOWNLOADING)  # every channel, once for all hosts
-                self.staged = staging.stage_channels(
+                self._move(SecondaryStatus.DOWNLOADING)  # inputs, once for all hosts
+                self.staged = staging.stage_job(
                     self.store.home, self.job_dir, self.request, self.hosts)
                 self._start_hosts()
                 self._watch()
