@@ -249,3 +249,24 @@ def test_killed_download_leaves_no_entry_a_later_job_trusts(
     cache.evict(10**9)  # abandoned downloads are swept, the entry stays
     assert not list((root / "tmp").iterdir())
     assert cache.info().entries == 1
+
+
+def test_cache_cli_info_and_clear(tmp_path: Path, s3_bucket: str, capsys,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from ddpjob.cli import main
+
+    monkeypatch.setenv("DDPJOB_HOME", str(tmp_path / "home"))
+    (tmp_path / "config.yaml").write_text("")  # no defaults, whatever ~/.ddpjob holds
+    monkeypatch.setenv("DDPJOB_CONFIG", str(tmp_path / "config.yaml"))
+    uri = _objects(s3_bucket, 2, 1000)
+    paths = staging.cache_of(tmp_path / "home").fetch(uri, storage.list_prefix(uri)).paths
+    os.link(paths[0], tmp_path / "in-use")
+    assert main(["cache", "info"]) == 0
+    assert "2 objects, 2.0 kB" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    out = capsys.readouterr().out
+    assert "freed 1.0 kB" in out and "1 objects, 1.0 kB" in out
+    assert "in use by running jobs: 1 objects" in out
+    monkeypatch.setenv("DDPJOB_CACHE_MAX_GB", "lots")
+    assert main(["cache", "info"]) == 2
+    assert "DDPJOB_CACHE_MAX_GB" in capsys.readouterr().err
