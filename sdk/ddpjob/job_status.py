@@ -29,6 +29,8 @@ class TrainingJobStatus(str, enum.Enum):
 _TERMINAL = frozenset(
     {TrainingJobStatus.COMPLETED, TrainingJobStatus.FAILED, TrainingJobStatus.STOPPED}
 )
+#: The one set of ended `TrainingJobStatus` values, as DescribeTrainingJob spells them.
+TERMINAL_STATUSES = frozenset(status.value for status in _TERMINAL)
 
 
 class SecondaryStatus(str, enum.Enum):
@@ -56,6 +58,7 @@ class SecondaryStatus(str, enum.Enum):
 
 
 S = SecondaryStatus
+# The table from the local backend's native state (the secondary status) to the primary status.
 _PRIMARY = {
     S.STARTING: TrainingJobStatus.IN_PROGRESS,
     S.DOWNLOADING: TrainingJobStatus.IN_PROGRESS,

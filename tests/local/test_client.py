@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
-from ddpjob.aws_errors import InvalidRequestError, JobNotFoundError
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.local.session import LocalSession
+from ddpjob.sagemaker.errors import InvalidRequestError, JobNotFoundError
 
 from tests.local.conftest import (
     assert_no_processes,
@@ -39,19 +39,19 @@ def test_unknown_job_errors_are_sagemakers(session: LocalSession) -> None:
         assert _code(error) == "ValidationException"
         assert error.value.response["Error"]["Message"] == "Requested resource not found."
     with pytest.raises(JobNotFoundError, match="no-such-job") as not_found:
-        session.describe_training_job("no-such-job")
+        session.describe("no-such-job")
     # It names where it looked, and does not send a local user to an AWS region.
     assert f"in local home {session.home}" in str(not_found.value)
     assert "region" not in str(not_found.value)
     with pytest.raises(JobNotFoundError):
-        list(session.iter_logs("no-such-job"))
+        list(session.logs("no-such-job"))
     assert client.list_training_jobs()["TrainingJobSummaries"] == []
 
 
 def test_session_errors_name_local_mode(session: LocalSession) -> None:
     request = _request(session, TrainingJobName="bad_name")
     with pytest.raises(InvalidRequestError, match=r"^local mode rejected CreateTrainingJob: "):
-        session.create_training_job(request)
+        session.submit(request)
 
 
 HYPERPARAMETER_NAME = "x" * 257
@@ -112,7 +112,7 @@ def test_local_gpu_needs_a_gpu_per_host(
     with pytest.raises(ClientError, match="needs at least 2 GPU"):
         session.sagemaker_client.create_training_job(**request)
     with pytest.raises(InvalidRequestError, match="needs at least 2 GPU"):
-        session.create_training_job(request)
+        session.submit(request)
 
 
 def test_jobs_that_fail_before_the_script_list_and_clash(session: LocalSession) -> None:
@@ -148,7 +148,7 @@ def test_jobs_that_fail_before_the_script_list_and_clash(session: LocalSession) 
     assert client.list_training_jobs(StatusEquals="Completed")["TrainingJobSummaries"] == []
     future = dt.datetime.now() + dt.timedelta(hours=1)
     assert client.list_training_jobs(CreationTimeAfter=future)["TrainingJobSummaries"] == []
-    assert len(session.list_training_jobs(CreationTimeBefore=future, MaxResults=1)) == 3
+    assert len(session.list(CreationTimeBefore=future, MaxResults=1)) == 3
 
 
 def test_a_name_is_created_once_even_when_raced(tmp_path: Path) -> None:

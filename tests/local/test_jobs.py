@@ -51,7 +51,7 @@ def test_two_jobs_at_once_one_host_two_workers(session: LocalSession, tmp_path: 
         hyperparameters={"epochs": "1", "samples": "512"},
     ))  # fmt: skip
     client.create_training_job(**training_request(session, "noop-1x2", source, "noop.py"))
-    listed = {j["TrainingJobName"] for j in session.list_training_jobs()}
+    listed = {j["TrainingJobName"] for j in session.list()}
     assert listed == {"mnist-1x2", "noop-1x2"}
 
     jobs = {name: wait_until_ended(session, name) for name in ("mnist-1x2", "noop-1x2")}
@@ -72,7 +72,7 @@ def test_two_jobs_at_once_one_host_two_workers(session: LocalSession, tmp_path: 
     )  # fmt: skip
     assert metrics["workers"] == 2
     assert _members(jobs["noop-1x2"]["ModelArtifacts"]["S3ModelArtifacts"]) == {}
-    completed = session.list_training_jobs(StatusEquals="Completed", SortBy="Name")
+    completed = session.list(StatusEquals="Completed", SortBy="Name")
     assert [j["TrainingJobName"] for j in completed] == ["mnist-1x2", "noop-1x2"]
     assert_no_processes(session.home)
 
@@ -105,14 +105,14 @@ ATTACH = textwrap.dedent("""
     session = LocalSession(sys.argv[1])
     name = sys.argv[2]
     sleeping = set()
-    for host, line in session.iter_logs(name, follow=True):
+    for host, line in session.logs(name, follow=True):
         if "sleeping" in line:
             sleeping.add(host)
         if len(sleeping) == 2:
             break
-    job = session.describe_training_job(name)
-    listed = [j["TrainingJobName"] for j in session.list_training_jobs()]
-    session.stop_training_job(name)
+    job = session.describe(name)
+    listed = [j["TrainingJobName"] for j in session.list()]
+    session.stop(name)
     print(json.dumps({"status": job["TrainingJobStatus"], "secondary": job["SecondaryStatus"],
                       "listed": listed, "hosts": sorted(sleeping)}))
 """)
