@@ -29,6 +29,8 @@ class BaseSession(abc.ABC):
     poll_seconds: float = 5.0
     #: URI schemes this backend's hosts can read and write ("s3", "file").
     storage_schemes: frozenset[str] = frozenset({"s3"})
+    #: What the backend's jobs are called in messages ("SageMaker", "local").
+    label: str = "SageMaker"
 
     # --- policy ------------------------------------------------------------------------------
 
@@ -64,8 +66,7 @@ class BaseSession(abc.ABC):
         scheme = "s3" if uri.startswith("s3://") else "file"
         if scheme not in self.storage_schemes:
             allowed = " or ".join(f"{s}://" for s in sorted(self.storage_schemes))
-            raise UserInputError(f"{argument} {uri!r}: {type(self).__name__} jobs need "
-                                 f"an {allowed} URI")
+            raise UserInputError(f"{argument} {uri!r}: {self.label} jobs need an {allowed} URI")
 
     # --- jobs --------------------------------------------------------------------------------
 

@@ -240,7 +240,7 @@ class Estimator:
         if uri is None:
             return None
         location = storage.parse(uri, argument=argument)
-        self.session.check_location(location.uri, argument)
+        self.session.check_location(str(uri), argument)
         return location.uri if location.scheme == "file" else uri
 
     # ------------------------------------------------------------------ the request

@@ -21,7 +21,7 @@ def test_session_is_a_remote_control_plane(aws_env):
         session.resolve_role(None)
     with pytest.raises(UserInputError, match="image_uri is required"):
         session.training_image(None)
-    with pytest.raises(UserInputError, match="output_path 'file:///x': Session jobs need an s3"):
+    with pytest.raises(UserInputError, match="output_path 'file:///x': SageMaker jobs need an s3"):
         session.check_location("file:///x", "output_path")
     assert session.sagemaker_client.meta.service_model.service_name == "sagemaker"
 

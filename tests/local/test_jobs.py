@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
+from ddpjob.errors import UserInputError
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import (
@@ -74,7 +76,20 @@ def test_two_jobs_at_once_one_host_two_workers(session: LocalSession, tmp_path: 
     assert _members(jobs["noop-1x2"]["ModelArtifacts"]["S3ModelArtifacts"]) == {}
     completed = session.list(StatusEquals="Completed", SortBy="Name")
     assert [j["TrainingJobName"] for j in completed] == ["mnist-1x2", "noop-1x2"]
+    assert session.list(max_results=1, SortBy="Name")[0]["TrainingJobName"] == "mnist-1x2"
     assert_no_processes(session.home)
+    _assert_private(session.home)
+
+
+def _assert_private(home: Path) -> None:
+    """The home and everything the jobs wrote in it are the user's only (0700 / 0600)."""
+    paths = [home, *home.rglob("*")]
+    names = {p.name for p in paths}
+    assert {"request.json", "state.json", "algo-1.log", "hyperparameters.json",
+            "model.tar.gz", "supervisor.log"} <= names
+    shared = [f"{oct(p.lstat().st_mode & 0o777)} {p}" for p in paths
+              if not p.is_symlink() and p.lstat().st_mode & 0o077]
+    assert not shared, shared
 
 
 def test_a_failing_rank_fails_the_job_and_stops_every_host(
@@ -126,6 +141,15 @@ def test_attach_describe_and_stop_from_another_process(
     session.sagemaker_client.create_training_job(**training_request(
         session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1,
     ))  # fmt: skip
+    wait_for(lambda: session.describe("sleeper")["SecondaryStatus"] == "Training",
+             JOB_TIMEOUT_S, "the job to train")
+    for bad in ("./sleeper", "../jobs/sleeper", "sleeper/", "/sleeper"):
+        for call in (session.describe, session.stop, lambda n: list(session.logs(n))):
+            with pytest.raises(UserInputError, match="job_name"):
+                call(bad)
+        with pytest.raises(ClientError, match="pattern"):
+            session.sagemaker_client.describe_training_job(TrainingJobName=bad)
+    assert session.describe("sleeper")["SecondaryStatus"] == "Training"  # untouched
     other = subprocess.run(
         [sys.executable, "-c", ATTACH, str(session.home), "sleeper"],
         capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
@@ -172,9 +196,16 @@ def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
     wait_for(lambda: "sleeping" in log_text(session, "orphan", "algo-1")
              if (session.job_dir("orphan") / "logs/algo-1.log").exists() else False,
              JOB_TIMEOUT_S, "the job to run")  # fmt: skip
-    pid = client.store.state("orphan")["supervisor_pid"]
+    pid = client.store.state("orphan").supervisor_pid
     subprocess.run(["kill", "-KILL", str(pid)], check=True)
     job = wait_until_ended(session, "orphan", timeout_s=30)
     assert job["TrainingJobStatus"] == "Failed"
     assert "supervisor" in job["FailureReason"] and str(pid) in job["FailureReason"]
     assert_no_processes(session.home)
+    # Reading the job told what became of it, and changed nothing on disk.
+    state_file = session.job_dir("orphan") / "state.json"
+    before = state_file.read_bytes()
+    assert session.describe("orphan")["TrainingJobStatus"] == "Failed"
+    assert session.list()[0]["TrainingJobStatus"] == "Failed"
+    assert state_file.read_bytes() == before
+    assert client.store.state("orphan").status.value == "Training"

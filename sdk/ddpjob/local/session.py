@@ -21,6 +21,7 @@ from ddpjob.job_status import TERMINAL_STATUSES
 from ddpjob.local import hostroot, logtail
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
+from ddpjob.naming import check_job_name
 from ddpjob.sagemaker.errors import aws_errors
 
 HOME_ENV = "DDPJOB_HOME"
@@ -54,6 +55,7 @@ class LocalSession(BaseSession):
 
     poll_seconds = 0.5
     storage_schemes = frozenset({"file", "s3"})
+    label = "local"
 
     def __init__(self, home: str | Path | None = None):
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
@@ -149,7 +151,7 @@ class LocalSession(BaseSession):
 
     def job_dir(self, job_name: str) -> Path:
         """The job's folder: request.json, state.json, hosts/algo-N/ roots, logs/algo-N.log."""
-        return self._client.job_dir(job_name)
+        return self._client.job_dir(check_job_name(job_name))
 
     def log_paths(self, job_name: str) -> dict[str, Path]:
         """`{host: log file}` of every host of the job."""

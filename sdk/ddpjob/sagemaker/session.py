@@ -116,7 +116,7 @@ class Session(BaseSession):
         """SageMaker runs 'ml.*' instance types."""
         if not instance_type.startswith("ml."):
             raise UserInputError(
-                f"instance_type {instance_type!r} cannot run on a SageMaker Session: use an "
+                f"instance_type {instance_type!r} cannot run on a Session (SageMaker): use an "
                 f"'ml.*' type such as 'ml.g5.12xlarge' (or a LocalSession for 'local'/'local_gpu')")
 
     def training_image(self, image_uri: str | None) -> str:
