@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ddpjob import PyTorch
-from ddpjob.estimator import LOCAL_IMAGE
+from ddpjob.local.session import LOCAL_IMAGE
 from ddpjob.request import validate_request
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"

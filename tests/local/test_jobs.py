@@ -87,8 +87,10 @@ def _assert_private(home: Path) -> None:
     names = {p.name for p in paths}
     assert {"request.json", "state.json", "algo-1.log", "hyperparameters.json",
             "model.tar.gz", "supervisor.log"} <= names
+    # hosts/*/code/ holds the user's own files with their archive's modes (runtime's unpacker),
+    # reachable only through the 0700 folders above them.
     shared = [f"{oct(p.lstat().st_mode & 0o777)} {p}" for p in paths
-              if not p.is_symlink() and p.lstat().st_mode & 0o077]
+              if not p.is_symlink() and p.lstat().st_mode & 0o077 and "code" not in p.parts]
     assert not shared, shared
 
 
