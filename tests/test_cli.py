@@ -77,7 +77,7 @@ def write_yaml(path: Path, data: Any) -> Path:
 
 def local_jobs(home: Path) -> list[str]:
     """Names of the jobs a LocalSession with this home knows."""
-    return [job["TrainingJobName"] for job in LocalSession(home).list_training_jobs()]
+    return [job["TrainingJobName"] for job in LocalSession(home).list()]
 
 
 def assert_nothing_local(home: Path) -> None:
