@@ -93,14 +93,9 @@ class InvalidTransition(ValueError):
     """A move the state machine does not allow (a bug in whoever asked for it)."""
 
 
-def can_move(current: SecondaryStatus, new: SecondaryStatus) -> bool:
-    """Whether a job in `current` may move to `new`."""
-    return new in ALLOWED_MOVES[current]
-
-
 def check_move(current: SecondaryStatus, new: SecondaryStatus) -> None:
     """Raise InvalidTransition unless `current` -> `new` is allowed."""
-    if not can_move(current, new):
+    if new not in ALLOWED_MOVES[current]:
         raise InvalidTransition(f"a training job cannot move from {current.value} to {new.value}")
 
 

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpjob.job_status import SecondaryStatus, advance, can_move, check_move
+from ddpjob.job_status import SecondaryStatus, advance, check_move
 
 S = SecondaryStatus
 # SageMaker's wording of each secondary status, shown as the transition's StatusMessage.
@@ -123,13 +123,6 @@ class JobState:
         if final is not S.STOPPED:
             self.failure_reason = reason
         self._set_state(final, reason.split("\n", 1)[0] if reason else None, now)
-        return True
-
-    def move_if_allowed(self, new: SecondaryStatus, now: float | None = None) -> bool:
-        """Move to `new` when the current status allows it (another process may have moved)."""
-        if not can_move(self.status, new):
-            return False
-        self._set_state(new, None, now)
         return True
 
     def with_lost_supervisor(self, log_path: str) -> JobState:

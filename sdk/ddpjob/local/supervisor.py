@@ -66,7 +66,7 @@ class Supervisor:
                      f" ({decision.failed_host} exited {codes[decision.failed_host]})"
                      if decision.failed_host else "")  # fmt: skip
             if decision.end is EndCause.STOP_REQUESTED:
-                self._update(lambda s: s.move_if_allowed(SecondaryStatus.STOPPING))
+                self._update(JobState.request_stop)
             self.hosts.terminate()
         elif decision.progress is not None:
             self._update(lambda s: s.progress(decision.progress))
