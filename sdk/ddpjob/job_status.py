@@ -29,6 +29,8 @@ class TrainingJobStatus(str, enum.Enum):
 _TERMINAL = frozenset(
     {TrainingJobStatus.COMPLETED, TrainingJobStatus.FAILED, TrainingJobStatus.STOPPED}
 )
+#: The one set of ended `TrainingJobStatus` values, as DescribeTrainingJob spells them.
+TERMINAL_STATUSES = frozenset(status.value for status in _TERMINAL)
 
 
 class SecondaryStatus(str, enum.Enum):
@@ -56,6 +58,7 @@ class SecondaryStatus(str, enum.Enum):
 
 
 S = SecondaryStatus
+# The table from the local backend's native state (the secondary status) to the primary status.
 _PRIMARY = {
     S.STARTING: TrainingJobStatus.IN_PROGRESS,
     S.DOWNLOADING: TrainingJobStatus.IN_PROGRESS,
@@ -90,14 +93,9 @@ class InvalidTransition(ValueError):
     """A move the state machine does not allow (a bug in whoever asked for it)."""
 
 
-def can_move(current: SecondaryStatus, new: SecondaryStatus) -> bool:
-    """Whether a job in `current` may move to `new`."""
-    return new in ALLOWED_MOVES[current]
-
-
 def check_move(current: SecondaryStatus, new: SecondaryStatus) -> None:
     """Raise InvalidTransition unless `current` -> `new` is allowed."""
-    if not can_move(current, new):
+    if new not in ALLOWED_MOVES[current]:
         raise InvalidTransition(f"a training job cannot move from {current.value} to {new.value}")
 
 

@@ -8,11 +8,11 @@ answer, with a message naming the field and what local mode allows.
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
+from ddpjob.naming import JOB_NAME_PATTERN
+
 LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
-JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 URI_SCHEMES = ("s3://", "file://")
 MAX_HYPERPARAMETERS, MAX_HP_NAME, MAX_HP_VALUE = 100, 256, 2500
 
@@ -49,12 +49,12 @@ def check_shape(operation: str, params: dict[str, Any]) -> None:
 
 def check_job_name(operation: str, name: str) -> None:
     """SageMaker's pattern for training job names."""
-    if not JOB_NAME.match(name):
+    if not isinstance(name, str) or not JOB_NAME_PATTERN.match(name):
         raise client_error(
             operation,
             f"1 validation error detected: Value '{name}' at 'trainingJobName' failed to satisfy "
             f"constraint: Member must satisfy regular expression pattern: "
-            f"{JOB_NAME.pattern} (letters, digits and hyphens, at most 63 characters)",
+            f"{JOB_NAME_PATTERN.pattern} (letters, digits and hyphens, at most 63 characters)",
         )
 
 
