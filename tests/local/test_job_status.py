@@ -106,7 +106,7 @@ def test_the_cause_is_the_users_exception_not_the_fallout_on_other_hosts() -> No
         "algo-3", "host algo-3, exit code 143: stopped by SIGTERM", 10.0
     )
     assert failure_cause.choose([fallout, stopped, user]) is user
-    assert failure_cause.choose([stopped, fallout]) is fallout  # names a rank: closer to a cause
+    assert failure_cause.choose([stopped, fallout]) is stopped  # both fallout: the earliest
     two_users = [user, failure_cause.HostFailure("algo-1", user.text.replace("2", "1"), 11.5)]
     assert failure_cause.choose(two_users).host == "algo-1"  # then the earliest written
     assert failure_cause.choose([]) is None

@@ -89,6 +89,7 @@ class Supervisor:
         self.internal_error: str | None = None
         self.signalled = False
         self.kill_at: float | None = None
+        self.exited_at: dict[str, float] = {}
 
     # --- state on disk -------------------------------------------------------------------
 
@@ -190,6 +191,8 @@ class Supervisor:
         known: dict[str, int | None] = {}
         while True:
             codes = {h: p.poll() for h, p in self.procs.items()}
+            for host in (h for h, code in codes.items() if code is not None):
+                self.exited_at.setdefault(host, time.time())  # when a killed host failed
             if codes != known:
                 known = codes
                 self.store.update(self.name, functools.partial(self._record_codes, codes=codes))
@@ -215,22 +218,14 @@ class Supervisor:
 
     def _failure_reason(self, codes: dict[str, int | None]) -> str:
         """`AlgorithmError: <the causing host's output/failure>`, at most 1024 characters."""
-        failed = [h for h in self.hosts if codes.get(h) not in (None, 0)]
-        found = []
-        for host in failed:
-            path = self.job_dir / "hosts" / host / "output" / "failure"
-            with contextlib.suppress(OSError):
-                found.append(failure_cause.HostFailure(
-                    host, path.read_text(), path.stat().st_mtime, host == self.failed_host
-                ))  # fmt: skip
-        cause = failure_cause.choose(found)
-        if cause is not None:
-            text = cause.text
-        else:
-            host = self.failed_host or (failed[0] if failed else self.hosts[0])
-            log_file = self.job_dir / "logs" / f"{host}.log"
-            text = f"host {host} exited with code {codes.get(host)}; see {log_file}"
-        return f"AlgorithmError: {text.strip()}"[:REASON_CHARS]
+        found = [
+            failure_cause.read_host(h, self.job_dir / "hosts" / h / "output", code,
+                                    self.exited_at.get(h, time.time()))
+            for h, code in codes.items() if code not in (None, 0)
+        ]  # fmt: skip
+        return failure_cause.reason(found, REASON_CHARS) or (
+            f"AlgorithmError: the hosts exited with codes {codes}; see {self.job_dir / 'logs'}"
+        )
 
     def _finish(self) -> None:
         codes = {h: p.returncode for h, p in self.procs.items()}
@@ -293,6 +288,8 @@ class Supervisor:
                 proc.kill()
                 proc.wait()
         proctree.end_descendants(grace_s=2.0)
+        for host in self.hosts:  # what a killed host could not remove itself
+            shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
 
 
 def _on_signal(supervisor: Supervisor):
