@@ -25,6 +25,7 @@ from ddpjob_runtime.errors import RuntimeContractError
 log = logging.getLogger(__name__)
 
 WORKER_MODULE = "ddpjob_runtime.worker"
+AGENT_MODULE = "ddpjob_runtime.agent"  # torchrun, bound to the rendezvous address
 KILL_GRACE_S = 5.0
 _TORCHRUN_FLAGS = (
     "sagemaker_torch_distributed_enabled",
@@ -81,11 +82,11 @@ def torchrun_command(
     entry: str,
     args: Sequence[str],
 ) -> list[str]:
-    """`python -m torch.distributed.run ...` with a static rendezvous on the first host."""
+    """torchrun (through `ddpjob_runtime.agent`) with a static rendezvous on the first host."""
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        AGENT_MODULE,
         f"--nnodes={nnodes}",
         f"--node_rank={node_rank}",
         f"--nproc_per_node={nproc}",

@@ -197,7 +197,7 @@ def test_torchrun_command() -> None:
         entry="train.py",
         args=["--lr", "0.1"],
     )
-    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert cmd[:3] == [sys.executable, "-m", "ddpjob_runtime.agent"]
     assert cmd[3:] == [
         "--nnodes=2",
         "--node_rank=1",

@@ -65,6 +65,7 @@ class Hosts:
         self.names = hostroot.host_names(request)
         self.procs: dict[str, subprocess.Popen] = {}
         self.kill_at: float | None = None
+        self.exited_at: dict[str, float] = {}  # when each host was first seen ended
 
     def _env(self, root: Path, gpu_ids: list[str]) -> dict[str, str]:
         env = dict(os.environ)
@@ -103,7 +104,10 @@ class Hosts:
 
     def exit_codes(self) -> dict[str, int | None]:
         """host -> exit code, None while it runs."""
-        return {host: proc.poll() for host, proc in self.procs.items()}
+        codes = {host: proc.poll() for host, proc in self.procs.items()}
+        for host in (h for h, code in codes.items() if code is not None):
+            self.exited_at.setdefault(host, time.time())  # a killed host writes no time itself
+        return codes
 
     def terminate(self) -> None:
         """Ask every host to stop (SIGTERM, which the runtime forwards to its workers)."""
@@ -129,3 +133,5 @@ class Hosts:
                 proc.kill()
                 proc.wait()
         proctree.end_descendants(grace_s=2.0)
+        for host in self.names:  # what a killed host could not remove itself
+            shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)

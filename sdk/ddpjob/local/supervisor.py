@@ -9,7 +9,6 @@ job writes is private to the user.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import signal
@@ -90,22 +89,14 @@ class Supervisor:
 
     def _failure_reason(self, codes: dict[str, int | None]) -> str:
         """`AlgorithmError: <the causing host's output/failure>`, at most 1024 characters."""
-        failed = [h for h in self.hosts.names if codes.get(h) not in (None, 0)]
-        found = []
-        for host in failed:
-            path = self.job_dir / "hosts" / host / "output" / "failure"
-            with contextlib.suppress(OSError):
-                found.append(failure_cause.HostFailure(
-                    host, path.read_text(), path.stat().st_mtime, host == self.failed_host
-                ))  # fmt: skip
-        cause = failure_cause.choose(found)
-        if cause is not None:
-            text = cause.text
-        else:
-            host = self.failed_host or (failed[0] if failed else self.hosts.names[0])
-            text = (f"host {host} exited with code {codes.get(host)}; "
-                    f"see {self.hosts.log_file(host)}")
-        return f"AlgorithmError: {text.strip()}"[:REASON_CHARS]
+        found = [
+            failure_cause.read_host(h, self.job_dir / "hosts" / h / "output", code,
+                                    self.hosts.exited_at.get(h, time.time()))
+            for h, code in codes.items() if code not in (None, 0)
+        ]  # fmt: skip
+        return failure_cause.reason(found, REASON_CHARS) or (
+            f"AlgorithmError: the hosts exited with codes {codes}; see {self.job_dir / 'logs'}"
+        )
 
     def _finish(self) -> None:
         codes = {h: p.returncode for h, p in self.hosts.procs.items()}
