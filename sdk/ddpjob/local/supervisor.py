@@ -9,7 +9,6 @@ It runs in its own session, so the job survives the notebook kernel that started
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import json
 import logging
@@ -22,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from ddpjob_runtime import processes
 
 from ddpjob.job_status import (
     EndCause,
@@ -60,12 +61,6 @@ def train_command() -> list[str]:
             "pip install ddpjob"
         )
     return [found]
-
-
-def _die_with_supervisor() -> None:
-    """In each host before exec: a SIGKILLed supervisor still ends its hosts (PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def _read_phase(path: Path) -> str:
@@ -136,7 +131,7 @@ class Supervisor:
                 self.procs[host] = subprocess.Popen(
                     command, cwd=root, env=self._host_env(host, root, gpu_ids),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=_die_with_supervisor,
+                    start_new_session=True, preexec_fn=processes.ends_with_this_process(),
                 )  # fmt: skip
             log.info("started %s (pid %d): %s", host, self.procs[host].pid, root)
         pids = {h: {"pid": p.pid, "exit_code": None} for h, p in self.procs.items()}
@@ -265,7 +260,7 @@ class Supervisor:
 
     def run(self) -> None:
         """Run the job to its end; the final status is on disk when this returns."""
-        proctree.become_subreaper()
+        processes.become_subreaper()
         try:
             if self._stop_requested():
                 self._begin_end(EndCause.STOP_REQUESTED)  # stopped before it started
