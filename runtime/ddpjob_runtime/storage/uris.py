@@ -62,8 +62,8 @@ def parse(uri: Any, argument: str = "uri") -> Location:
     scheme = _SCHEME.match(uri)
     if scheme and (scheme.group(1).lower() in ("s3", "file") or "://" in uri):
         raise InvalidURIError(
-            f"{argument} {uri!r}: not a valid URI; use s3://bucket/key, file:///path or a "
-            f"local path (unsupported or malformed scheme {scheme.group(1)!r})")
+            f"{argument} {uri!r}: unsupported scheme {scheme.group(1)!r} or malformed URI; use "
+            f"s3://bucket/key, file:///path or a local path")
     path = Path(uri).expanduser().absolute()
     return Location(uri=path.as_uri(), scheme="file", path=path)
 
