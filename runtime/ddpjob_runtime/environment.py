@@ -92,31 +92,31 @@ class TrainingEnvironment:
     # Folders of the contract.
     @property
     def code_dir(self) -> Path:
-        return self.root / "code"
+        return self.root / contract.CODE_DIR
 
     @property
     def model_dir(self) -> Path:
-        return self.root / "model"
+        return self.root / contract.MODEL_DIR
 
     @property
     def input_dir(self) -> Path:
-        return self.root / "input"
+        return self.root / contract.INPUT_DIR
 
     @property
     def input_config_dir(self) -> Path:
-        return self.root / "input" / "config"
+        return self.root / contract.CONFIG_DIR
 
     @property
     def output_dir(self) -> Path:
-        return self.root / "output"
+        return self.root / contract.OUTPUT_DIR
 
     @property
     def output_data_dir(self) -> Path:
-        return self.root / "output" / "data"
+        return self.root / contract.OUTPUT_DIR / "data"
 
     @property
     def output_intermediate_dir(self) -> Path:
-        return self.root / "output" / "intermediate"
+        return self.root / contract.OUTPUT_DIR / "intermediate"
 
     def channel_dir(self, channel: str) -> Path:
         """The channel's folder; a name that is not a plain folder name is refused."""
@@ -175,7 +175,7 @@ def read_environment(root: Path | None = None) -> TrainingEnvironment:
     Raises `RuntimeContractError` naming the file and the problem.
     """
     root = (root or job_root()).absolute()
-    config = root / "input" / "config"
+    config = root / contract.CONFIG_DIR
 
     def read(name: str, required: bool) -> dict[str, Any]:
         path = config / name

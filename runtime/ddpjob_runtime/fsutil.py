@@ -24,8 +24,8 @@ _CHUNK = 8 * 1024 * 1024
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike, binary: bool = True, *, mode: int = 0o644,
-                fsync: bool = False) -> Iterator[IO[Any]]:
+def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
+                fsync: bool = False) -> Iterator[IO[bytes]]:
     """A temp file beside `path`, renamed onto `path` when the block ends without an error.
 
     `mode` is the file's permission bits (0o600 for private files); `fsync` makes the data and
@@ -36,7 +36,7 @@ def atomic_open(path: str | os.PathLike, binary: bool = True, *, mode: int = 0o6
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb" if binary else "w") as handle:
+        with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             if fsync:

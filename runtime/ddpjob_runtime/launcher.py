@@ -19,18 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddpjob_runtime import processes
+from ddpjob_runtime import contract, processes
 from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
 
 WORKER_MODULE = "ddpjob_runtime.worker"
 KILL_GRACE_S = 5.0
-_TORCHRUN_FLAGS = (
-    "sagemaker_torch_distributed_enabled",
-    "sagemaker_pytorch_ddp_enabled",
-    "sagemaker_distributed_dataparallel_enabled",
-)
+_TORCHRUN_FLAGS = (contract.TORCH_DISTRIBUTED, contract.PYTORCH_DDP, contract.SMDDP)
 
 
 class Strategy(enum.Enum):
@@ -47,14 +43,14 @@ def choose_strategy(hyperparameters: Mapping[str, Any]) -> Strategy:
     """The distribution the official SDK asked for through its `sagemaker_*_enabled` flags."""
     if any(_enabled(hyperparameters.get(flag)) for flag in _TORCHRUN_FLAGS):
         return Strategy.TORCHRUN
-    if _enabled(hyperparameters.get("sagemaker_mpi_enabled")):
+    if _enabled(hyperparameters.get(contract.MPI)):
         return Strategy.MPI
     return Strategy.SINGLE
 
 
 def processes_per_host(hyperparameters: Mapping[str, Any], gpus: int) -> int:
     """Workers on this host: `ddpjob_processes_per_host`, else MPI's setting, else GPUs, else 1."""
-    for name in ("ddpjob_processes_per_host", "sagemaker_mpi_num_of_processes_per_host"):
+    for name in (contract.PROCESSES_PER_HOST, contract.MPI_PROCESSES):
         value = hyperparameters.get(name)
         if value is None:
             continue
