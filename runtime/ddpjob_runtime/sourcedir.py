@@ -9,21 +9,14 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
+from ddpjob_runtime import contract, storage
 from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
 
 PIP_TIMEOUT_S = 30 * 60
 _PIP_TAIL_LINES = 12
-
-
-def _local_path(uri: str) -> Path:
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path))
-    return Path(uri)
 
 
 def _resolve(name: str, links: dict[str, str]) -> list[str] | None:
@@ -100,21 +93,17 @@ def safe_extract(archive: Path, dest: Path) -> None:
 def fetch_source(uri: str, code_dir: Path) -> None:
     """Bring `sagemaker_submit_directory` (tar.gz by s3://, file:// or path; or a folder) in."""
     code_dir.mkdir(parents=True, exist_ok=True)
-    if urlparse(uri).scheme == "s3":
-        from ddpjob_runtime import storage  # boto3 only when needed
-
+    location = storage.parse(uri, argument=contract.SUBMIT_DIRECTORY)
+    if location.is_s3:
         with tempfile.TemporaryDirectory() as tmp:
-            archive = Path(tmp) / "sourcedir.tar.gz"
-            storage.download_file(uri, archive)
+            archive = storage.download_file(uri, Path(tmp) / contract.SOURCE_ARCHIVE)
             safe_extract(archive, code_dir)
-        return
-    path = _local_path(uri)
-    if path.is_dir():  # the official SDK's local mode hands over the folder itself
-        shutil.copytree(path, code_dir, dirs_exist_ok=True, symlinks=False)
-    elif path.is_file():
-        safe_extract(path, code_dir)
+    elif location.path.is_dir():  # the official SDK's local mode hands over the folder itself
+        shutil.copytree(location.path, code_dir, dirs_exist_ok=True, symlinks=False)
+    elif location.path.is_file():
+        safe_extract(location.path, code_dir)
     else:
-        raise RuntimeContractError(f"sagemaker_submit_directory {uri!r}: no such file or folder")
+        raise RuntimeContractError(f"{contract.SUBMIT_DIRECTORY} {uri!r}: no such file or folder")
 
 
 def install_requirements(code_dir: Path) -> None:
