@@ -19,15 +19,13 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ddpjob_runtime import failure, hosts, launcher, phases, sm_variables, sourcedir
+from ddpjob_runtime import contract, failure, hosts, launcher, phases, sm_variables, sourcedir
 from ddpjob_runtime.entrypoint import check_entry_point
 from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
 
 log = logging.getLogger("ddpjob_runtime")
 
-CHECKPOINT_DIR_ENV = "DDPJOB_CHECKPOINT_DIR"
-CHECKPOINT_URI_ENV = "DDPJOB_CHECKPOINT_URI"
 _TRACEBACK_LINES = 40
 TMP_DIR = "tmp"  # under the host's root: its TMPDIR, removed at the end (by the platform if killed)
 
@@ -47,7 +45,7 @@ def _setup_logging(level: object = logging.INFO) -> None:
 def _host_of(root: Path) -> str:
     """Best effort, for reporting a failure to read the config itself."""
     try:
-        path = root / "input" / "config" / "resourceconfig.json"
+        path = root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE
         return str(json.loads(path.read_text())["current_host"])
     except (OSError, ValueError, KeyError, TypeError):
         return socket.gethostname()
@@ -79,19 +77,19 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
 
 def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str, str]:
     if env.job_name:
-        os.environ.setdefault("TRAINING_JOB_NAME", env.job_name)  # SageMaker sets it too
+        os.environ.setdefault(contract.ENV_TRAINING_JOB_NAME, env.job_name)  # SageMaker sets it too
     variables = dict(os.environ)
     variables.update(sm_variables.render(env, gpus))
     variables.update(
         {
-            CHECKPOINT_DIR_ENV: str(env.checkpoint_dir),
+            contract.ENV_CHECKPOINT_DIR: str(env.checkpoint_dir),
             failure.RECORD_DIR_ENV: str(_record_dir(tmp_dir)),
             "TMPDIR": str(tmp_dir),  # torchrun's and the workers' temporary files
             "PYTHONUNBUFFERED": "1",
         }
     )
     if env.platform.get("checkpoint_s3_uri"):
-        variables[CHECKPOINT_URI_ENV] = str(env.platform["checkpoint_s3_uri"])
+        variables[contract.ENV_CHECKPOINT_URI] = str(env.platform["checkpoint_s3_uri"])
     return variables
 
 
@@ -220,7 +218,7 @@ def train(root: Path | None = None) -> int:
         log.error("%s", exc)
         failure.write_failure(root / "output", failure.reason(_host_of(root), None, 1, str(exc)))
         return 1
-    _setup_logging(env.hyperparameters.get("sagemaker_container_log_level", logging.INFO))
+    _setup_logging(env.hyperparameters.get(contract.CONTAINER_LOG_LEVEL, logging.INFO))
     # The host's own temporary folder (TMPDIR of torchrun and the workers), inside its root so
     # that even a killed host leaves nothing in /tmp; removed whatever the end.
     tmp_dir = env.root / TMP_DIR

@@ -9,8 +9,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ddpjob_runtime import contract, fsutil
+
 # The folder where workers record their failure; set by the bootstrap for its workers.
-RECORD_DIR_ENV = "DDPJOB_FAILURE_DIR"
+RECORD_DIR_ENV = contract.ENV_FAILURE_DIR
 REASON_CHARS = 1024  # what SageMaker keeps of output/failure as the job's FailureReason
 TIME_FILE = "failure.json"  # beside output/failure: when the failure happened, and its kind
 
@@ -52,10 +54,8 @@ def record(
     path = Path(folder) / f"rank-{rank_failure.rank}.json"
     if keep_existing and path.exists():
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({**asdict(rank_failure), "time": rank_failure.time or time.time()}))
-    os.replace(tmp, path)
+    fsutil.write_json(path, {**asdict(rank_failure), "time": rank_failure.time or time.time()},
+                      mode=0o600)
 
 
 def first_failure(folder: Path) -> RankFailure | None:

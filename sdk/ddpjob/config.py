@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob import storage
+from ddpjob_runtime import storage
+
 from ddpjob.errors import UserInputError
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")

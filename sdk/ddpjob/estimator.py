@@ -20,11 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ddpjob import checkpoint_store, inputs, naming, packaging, storage
+from ddpjob_runtime import storage
+from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, decode, encode
+
+from ddpjob import checkpoint_store, inputs, naming, packaging
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
-from ddpjob.hyperparameters import check_total, check_user_hyperparameters, decode, encode
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 from ddpjob.request import build_request
 from ddpjob.training_job import TrainingJob
@@ -325,7 +327,7 @@ class Estimator:
             if storage.content_sha256(uri) == digest:
                 logger.info("source unchanged at %s, not uploaded again", uri)
                 return
-            storage.upload_file(archive, uri, sha256=digest)
+            storage.upload_file(archive, uri, sha256=digest, progress=True)
             logger.info("uploaded source to %s", uri)
 
     def fit(self, inputs: Any = None, wait: bool = True, logs: bool = True,
@@ -347,10 +349,11 @@ class Estimator:
                 if channel.upload_from is not None:
                     uri = channel.config["DataSource"]["S3DataSource"]["S3Uri"]
                     if channel.upload_from.is_dir():
-                        storage.upload_dir(channel.upload_from, uri)
+                        storage.upload_dir(channel.upload_from, uri, progress=True)
                     else:
                         storage.upload_file(channel.upload_from,
-                                            storage.join(uri, channel.upload_from.name))
+                                            storage.join(uri, channel.upload_from.name),
+                                            progress=True)
 
         self.latest_training_job = self.session.submit(request, stage)
         self._current_job_name = request["TrainingJobName"]
@@ -391,7 +394,8 @@ class Estimator:
         if not uri:
             raise UserInputError(f"training job {self._job().name} has no model yet (status "
                                  f"{self.describe()['TrainingJobStatus']})")
-        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name)
+        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name,
+                                     progress=True)
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
+from ddpjob_runtime import contract
+
 
 class TrainingJobStatus(str, enum.Enum):
     """DescribeTrainingJob's `TrainingJobStatus`."""
@@ -100,7 +102,7 @@ def check_move(current: SecondaryStatus, new: SecondaryStatus) -> None:
 
 
 # A host's phase as the runtime writes it to its status file, then "exited with code 0".
-HOST_PHASES = ("Starting", "Downloading", "Training", "Uploading", "Done")
+HOST_PHASES = contract.HOST_PHASES
 
 
 def job_progress(host_phases: Iterable[str]) -> SecondaryStatus:

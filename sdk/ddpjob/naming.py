@@ -10,11 +10,10 @@ import re
 import secrets
 import time
 
+from ddpjob_runtime.contract import JOB_NAME_PATTERN, MAX_JOB_NAME
+
 from ddpjob.errors import UserInputError
 
-MAX_JOB_NAME = 63
-# SageMaker's pattern for TrainingJobName (botocore's service model, anchored).
-JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _UNIQUE_HEX = 6
 _SUFFIX_LENGTH = len("-2026-01-01-00-00-00-000") + 1 + _UNIQUE_HEX
 _IMAGE = re.compile(r"^(.+/)?([^:/]+)(:[^:]+)?$")

@@ -127,20 +127,22 @@ def _bucket_exists(name: str, region: str = "us-east-1") -> bool:
 def test_default_bucket_is_created_at_submission_only_and_reused(
     aws_env, job_name, training_request
 ):
-    name = f"sagemaker-us-east-1-{ACCOUNT}"
-    first = Session()
+    # A region of its own: other tests on the same moto server create us-east-1's bucket.
+    region = "eu-west-3"
+    name = f"sagemaker-{region}-{ACCOUNT}"
+    first = Session(boto_session=boto3.Session(region_name=region))
     assert first.default_output_path() == f"s3://{name}/"
     assert first.input_prefix("j") == f"s3://{name}/j/input"
     request = training_request(job_name)
     request["OutputDataConfig"]["S3OutputPath"] = f"s3://{name}/out"
     first.submit_dryrun(request)
-    assert not _bucket_exists(name)  # naming a location and the dry run create nothing
+    assert not _bucket_exists(name, region)  # naming a location and the dry run create nothing
     first.submit(request)
-    assert _bucket_exists(name)
-    s3 = boto3.client("s3")
+    assert _bucket_exists(name, region)
+    s3 = boto3.client("s3", region_name=region)
     s3.put_object(Bucket=name, Key="keep/me.txt", Body=b"x")
 
-    second = Session()
+    second = Session(boto_session=boto3.Session(region_name=region))
     assert second.default_bucket() == name
     assert s3.get_object(Bucket=name, Key="keep/me.txt")["Body"].read() == b"x"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -15,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from ddpjob_runtime import processes
 
 from ddpjob.local import gpus, hostroot, proctree
 
@@ -41,12 +42,6 @@ def train_command() -> list[str]:
             "pip install ddpjob"
         )
     return [found]
-
-
-def _die_with_supervisor() -> None:
-    """In each host before exec: a SIGKILLed supervisor still ends its hosts (PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
 
 
 def read_phase(path: Path) -> str:
@@ -89,7 +84,7 @@ class Hosts:
                 self.procs[host] = subprocess.Popen(
                     command, cwd=root, env=self._env(root, gpu_ids),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=_die_with_supervisor,
+                    start_new_session=True, preexec_fn=processes.ends_with_this_process(),
                 )  # fmt: skip
             log.info("started %s (pid %d): %s", host, self.procs[host].pid, root)
         return {host: proc.pid for host, proc in self.procs.items()}

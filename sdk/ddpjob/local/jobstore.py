@@ -12,10 +12,11 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from ddpjob_runtime import fsutil
 
 from ddpjob.local.jobstate import JobState
 
@@ -26,14 +27,7 @@ LOCK = ".lock"
 
 def write_json(path: Path, data: Any) -> None:
     """Replace `path` with `data` as JSON; a reader sees the old file or the new one, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fsutil.write_json(path, data, indent=1, mode=0o600)
 
 
 def read_json(path: Path) -> Any:

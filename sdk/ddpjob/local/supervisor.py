@@ -16,8 +16,10 @@ import sys
 import time
 from pathlib import Path
 
+from ddpjob_runtime import processes
+
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, proctree
+from ddpjob.local import failure_cause
 from ddpjob.local.decision import Decision, Observation, decide
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import JobState
@@ -119,7 +121,7 @@ class Supervisor:
 
     def run(self) -> None:
         """Run the job to its end; the final status is on disk when this returns."""
-        proctree.become_subreaper()
+        processes.become_subreaper()
         try:
             if self._observe().stop_requested:  # stopped before it started
                 self._apply(Decision(end=EndCause.STOP_REQUESTED), {})

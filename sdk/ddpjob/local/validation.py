@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ddpjob.naming import JOB_NAME_PATTERN
+from ddpjob_runtime import contract
+from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
 LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
 URI_SCHEMES = ("s3://", "file://")
-MAX_HYPERPARAMETERS, MAX_HP_NAME, MAX_HP_VALUE = 100, 256, 2500
 
 
 @functools.lru_cache(maxsize=1)
@@ -67,20 +67,21 @@ def _check_uri(operation: str, field: str, uri: str) -> None:
 
 def _check_hyperparameters(op: str, hps: dict[str, str]) -> None:
     """SageMaker's limits: at most 100, names up to 256 characters, values up to 2500."""
-    if len(hps) > MAX_HYPERPARAMETERS:
+    if len(hps) > contract.MAX_HYPERPARAMETERS:
         raise client_error(
-            op, f"HyperParameters: {len(hps)} given, SageMaker allows at most {MAX_HYPERPARAMETERS}"
+            op, f"HyperParameters: {len(hps)} given, SageMaker allows at most "
+                f"{contract.MAX_HYPERPARAMETERS}"
         )
     for name, value in hps.items():
-        if len(name) > MAX_HP_NAME:
+        if len(name) > contract.MAX_HYPERPARAMETER_NAME:
             raise client_error(
                 op, f"HyperParameters: name {name[:40]!r}... is {len(name)} characters long, "
-                    f"at most {MAX_HP_NAME} are allowed",
+                    f"at most {contract.MAX_HYPERPARAMETER_NAME} are allowed",
             )  # fmt: skip
-        if len(value) > MAX_HP_VALUE:
+        if len(value) > contract.MAX_HYPERPARAMETER_VALUE:
             raise client_error(
                 op, f"HyperParameters: the value of {name!r} is {len(value)} characters long, "
-                    f"at most {MAX_HP_VALUE} are allowed",
+                    f"at most {contract.MAX_HYPERPARAMETER_VALUE} are allowed",
             )  # fmt: skip
 
 
