@@ -19,16 +19,15 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ddpjob_runtime import failure, hosts, launcher, phases, sm_variables, sourcedir
+from ddpjob_runtime import contract, failure, hosts, launcher, phases, sm_variables, sourcedir
 from ddpjob_runtime.entrypoint import check_entry_point
 from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
 
 log = logging.getLogger("ddpjob_runtime")
 
-CHECKPOINT_DIR_ENV = "DDPJOB_CHECKPOINT_DIR"
-CHECKPOINT_URI_ENV = "DDPJOB_CHECKPOINT_URI"
 _TRACEBACK_LINES = 40
+TMP_DIR = "tmp"  # under the host's root: its TMPDIR, removed at the end (by the platform if killed)
 
 
 def _setup_logging(level: object = logging.INFO) -> None:
@@ -46,7 +45,7 @@ def _setup_logging(level: object = logging.INFO) -> None:
 def _host_of(root: Path) -> str:
     """Best effort, for reporting a failure to read the config itself."""
     try:
-        path = root / "input" / "config" / "resourceconfig.json"
+        path = root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE
         return str(json.loads(path.read_text())["current_host"])
     except (OSError, ValueError, KeyError, TypeError):
         return socket.gethostname()
@@ -79,20 +78,21 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
         log.info("checkpoint restored: %s", f"step {step}" if step is not None else "none yet")
 
 
-def _worker_env(env: TrainingEnvironment, gpus: int, record_dir: Path) -> dict[str, str]:
+def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str, str]:
     if env.job_name:
-        os.environ.setdefault("TRAINING_JOB_NAME", env.job_name)  # SageMaker sets it too
+        os.environ.setdefault(contract.ENV_TRAINING_JOB_NAME, env.job_name)  # SageMaker sets it too
     variables = dict(os.environ)
     variables.update(sm_variables.render(env, gpus))
     variables.update(
         {
-            CHECKPOINT_DIR_ENV: str(env.checkpoint_dir),
-            failure.RECORD_DIR_ENV: str(record_dir),
+            contract.ENV_CHECKPOINT_DIR: str(env.checkpoint_dir),
+            failure.RECORD_DIR_ENV: str(_record_dir(tmp_dir)),
+            "TMPDIR": str(tmp_dir),  # torchrun's and the workers' temporary files
             "PYTHONUNBUFFERED": "1",
         }
     )
     if env.platform.get("checkpoint_s3_uri"):
-        variables[CHECKPOINT_URI_ENV] = str(env.platform["checkpoint_s3_uri"])
+        variables[contract.ENV_CHECKPOINT_URI] = str(env.platform["checkpoint_s3_uri"])
     return variables
 
 
@@ -130,12 +130,18 @@ def _command(env: TrainingEnvironment, gpus: int, entry: str) -> list[str]:
     )
 
 
-def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, record_dir: Path) -> int:
+def _record_dir(tmp_dir: Path) -> Path:
+    return tmp_dir / "ranks"
+
+
+def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: Path) -> int:
     """The host's exit code; writes `output/failure` when it is not 0."""
     if result.exit_code == 0:
         return 0
-    first = failure.first_failure(record_dir)
+    when = None
+    first = failure.first_failure(_record_dir(tmp_dir))
     if first is not None:
+        when = first.time
         tb = "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
         text = failure.reason(env.current_host, first.rank, first.exit_code, first.exception, tb)
         code = first.exit_code
@@ -143,16 +149,18 @@ def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, record_dir
         code = 128 + result.stopped_by
         name = signal.Signals(result.stopped_by).name
         text = failure.reason(env.current_host, None, code, f"stopped by {name}")
+    elif result.exit_code < 0:
+        code, name = 128 - result.exit_code, signal.Signals(-result.exit_code).name
+        text = failure.reason(env.current_host, None, code, f"the launcher was killed by {name}")
     else:
-        code = result.exit_code if result.exit_code > 0 else 128 - result.exit_code
+        code = result.exit_code
         text = failure.reason(
             env.current_host,
             None,
             code,
-            f"the launcher exited with code {result.exit_code} (a worker was killed or could "
-            "not start; see the host's log)",
+            f"the launcher exited with code {code} (a worker could not start; see the host's log)",
         )
-    failure.write_failure(env.output_dir, text)
+    failure.write_failure(env.output_dir, text, when)
     return code
 
 
@@ -182,7 +190,7 @@ def _upload_results(env: TrainingEnvironment) -> None:
             storage.upload_file(archive, f"{prefix}/{name}")
 
 
-def _train(env: TrainingEnvironment, record_dir: Path) -> int:
+def _train(env: TrainingEnvironment, tmp_dir: Path) -> int:
     status_file = env.platform.get("status_file")
     phases.write_phase(status_file, "Downloading")
     _prepare_folders(env)
@@ -195,10 +203,10 @@ def _train(env: TrainingEnvironment, record_dir: Path) -> int:
     gpus = sm_variables.num_gpus()
     command = _command(env, gpus, entry)
     _stage_inputs(env)
-    variables = _worker_env(env, gpus, record_dir)
+    variables = _worker_env(env, gpus, tmp_dir)
     phases.write_phase(status_file, "Training")
     result = launcher.run(command, variables, cwd=str(env.code_dir))
-    return _outcome(env, result, record_dir)
+    return _outcome(env, result, tmp_dir)
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -214,12 +222,16 @@ def train(root: Path | None = None) -> int:
         log.error("%s", exc)
         failure.write_failure(root / "output", failure.reason(_host_of(root), None, 1, str(exc)))
         return 1
-    _setup_logging(env.hyperparameters.get("sagemaker_container_log_level", logging.INFO))
-    record_dir = Path(tempfile.mkdtemp(prefix="ddpjob-ranks-"))
+    _setup_logging(env.hyperparameters.get(contract.CONTAINER_LOG_LEVEL, logging.INFO))
+    # The host's own temporary folder (TMPDIR of torchrun and the workers), inside its root so
+    # that even a killed host leaves nothing in /tmp; removed whatever the end.
+    tmp_dir = env.root / TMP_DIR
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir(mode=0o700)
     code = 1
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        code = _train(env, record_dir)
+        code = _train(env, tmp_dir)
     except (RuntimeContractError, StorageError, JobStopped) as exc:
         log.error("%s", exc)
         code = exc.exit_code
@@ -228,7 +240,7 @@ def train(root: Path | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        shutil.rmtree(record_dir, ignore_errors=True)
+        shutil.rmtree(tmp_dir, ignore_errors=True)
         try:
             _upload_results(env)
         except (StorageError, OSError) as exc:

@@ -14,11 +14,11 @@ import ctypes
 import errno
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import fsutil
 from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def link_tree(src: Path, dest: Path) -> int:
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
                     raise
-                shutil.copyfile(Path(folder) / name, target)
+                fsutil.copy_file(Path(folder) / name, target, mode=0o444)  # as if linked
             count += 1
     return count
 

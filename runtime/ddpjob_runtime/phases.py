@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
-PHASES = ("Downloading", "Training", "Uploading")
+from ddpjob_runtime import contract, fsutil
+
+PHASES = contract.REPORTED_PHASES
 
 
 def write_phase(status_file: str | Path | None, phase: str) -> None:
@@ -17,14 +16,5 @@ def write_phase(status_file: str | Path | None, phase: str) -> None:
         return
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; allowed: {', '.join(PHASES)}")
-    path = Path(status_file)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A reader in another process must never see a half-written file: write aside, then rename.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump({"phase": phase, "time": time.time()}, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # A reader in another process must never see a half-written file.
+    fsutil.write_json(status_file, {"phase": phase, "time": time.time()}, mode=0o600)

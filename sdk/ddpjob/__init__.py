@@ -14,7 +14,7 @@ _EXPORTS = {
     "Estimator": "ddpjob.estimator",
     "PyTorch": "ddpjob.estimator",
     "LocalSession": "ddpjob.local.session",
-    "Session": "ddpjob.session",
+    "Session": "ddpjob.sagemaker.session",
 }
 
 __all__ = ["Estimator", "LocalSession", "PyTorch", "Session"]
@@ -22,7 +22,7 @@ __all__ = ["Estimator", "LocalSession", "PyTorch", "Session"]
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.estimator import Estimator, PyTorch
     from ddpjob.local.session import LocalSession
-    from ddpjob.session import Session
+    from ddpjob.sagemaker.session import Session
 
 
 def __getattr__(name: str) -> Any:

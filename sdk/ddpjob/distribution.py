@@ -21,17 +21,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob.errors import UserInputError
+from ddpjob_runtime.contract import (  # the hyperparameter names, spelled once
+    INSTANCE_TYPE,
+    MPI,
+    MPI_OPTIONS,
+    MPI_PROCESSES,
+    PROCESSES_PER_HOST,
+    PYTORCH_DDP,
+    SMDDP,
+    SMDDP_MPI_OPTIONS,
+    TORCH_DISTRIBUTED,
+)
 
-TORCH_DISTRIBUTED = "sagemaker_torch_distributed_enabled"
-PYTORCH_DDP = "sagemaker_pytorch_ddp_enabled"
-SMDDP = "sagemaker_distributed_dataparallel_enabled"
-SMDDP_MPI_OPTIONS = "sagemaker_distributed_dataparallel_custom_mpi_options"
-MPI = "sagemaker_mpi_enabled"
-MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
-MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
-INSTANCE_TYPE = "sagemaker_instance_type"
-PROCESSES_PER_HOST = "ddpjob_processes_per_host"
+from ddpjob.errors import UserInputError
 
 STRATEGIES = ("torch_distributed", "pytorchddp", "smdistributed", "mpi")
 # Strategy -> the keys its dict may hold.

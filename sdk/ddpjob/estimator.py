@@ -20,22 +20,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ddpjob import checkpoint_store, inputs, naming, packaging, storage
+from ddpjob_runtime import storage
+from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, decode, encode
+
+from ddpjob import checkpoint_store, inputs, naming, packaging
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
-from ddpjob.hyperparameters import check_total, check_user_hyperparameters, decode, encode
-from ddpjob.request import build_request, validate_request
+from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
+from ddpjob.request import build_request
 from ddpjob.training_job import TrainingJob
 
 logger = logging.getLogger(__name__)
 
-LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
-#: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
-#: installed on this machine, so the name is only a label.
-LOCAL_IMAGE = "ddpjob-local"
-#: RoleArn of local jobs when no role is given (the official SDK's local mode needs one too).
-LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"
 DEFAULT_MAX_RUN = 24 * 60 * 60
 DEFAULT_BASE_JOB_NAME = "pytorch-training"
 
@@ -112,7 +109,7 @@ def _default_session(instance_type: str) -> BaseSession:
         from ddpjob.local.session import LocalSession
 
         return LocalSession()
-    from ddpjob.session import Session
+    from ddpjob.sagemaker.session import Session
 
     return Session()
 
@@ -211,17 +208,8 @@ class Estimator:
         self.checkpoint_local_path = _optional_str(checkpoint_local_path,
                                                    "checkpoint_local_path")
         self.sagemaker_session = self.session = session or _default_session(instance_type)
-        local = self.session.local
-        if local != (instance_type in LOCAL_INSTANCE_TYPES):
-            raise UserInputError(
-                f"instance_type {instance_type!r} cannot run on a "
-                f"{type(self.session).__name__}: use 'local'/'local_gpu' with LocalSession and "
-                f"'ml.*' types with Session")
-        if not local and self.image_uri is None:
-            raise UserInputError(
-                "image_uri is required for SageMaker jobs: build the ddpjob image (container/) "
-                "and push it to ECR, then pass image_uri='<account>.dkr.ecr.<region>."
-                "amazonaws.com/ddpjob:<tag>'")
+        self.session.check_instance_type(instance_type)
+        self.session.training_image(self.image_uri)  # a backend that needs one says so now
         self.output_path = self._check_location(output_path, "output_path")
         self.code_location = self._check_location(code_location, "code_location")
         self.checkpoint_s3_uri = self._check_location(checkpoint_s3_uri, "checkpoint_s3_uri")
@@ -254,8 +242,7 @@ class Estimator:
         if uri is None:
             return None
         location = storage.parse(uri, argument=argument)
-        if location.scheme == "file" and not self.session.local:
-            raise UserInputError(f"{argument} {uri!r}: SageMaker jobs need an s3:// URI")
+        self.session.check_location(str(uri), argument)
         return location.uri if location.scheme == "file" else uri
 
     # ------------------------------------------------------------------ the request
@@ -268,27 +255,14 @@ class Estimator:
         ) or DEFAULT_BASE_JOB_NAME
         return naming.name_from_base(base)
 
-    def _role(self) -> str:
-        if self.session.local:
-            return self.role or self.session.default_role() or LOCAL_ROLE
-        from ddpjob.session import require_role
-
-        return self.session.expand_role(require_role(self.role or self.session.default_role()))
-
     def _output_path(self) -> str:
-        if self.output_path is None:
-            self.output_path = self.session.default_output_path()
-        return self.output_path
+        return self.output_path or self.session.default_output_path()
 
     def _code_uri(self, job_name: str) -> str:
         if self._source.source_uri:
             return self._source.source_uri
         base = self.code_location or self._output_path()
         return storage.join(base, job_name, "source", packaging.ARCHIVE_NAME)
-
-    def _data_prefix(self, job_name: str) -> str:
-        """Where local inputs of a SageMaker job go: s3://<default bucket>/<job>/input/."""
-        return storage.join(self.session.default_output_path(), job_name, "input")
 
     def hyperparameters(self) -> dict[str, str]:
         """The user's hyperparameters, JSON-encoded as the official SDK sends them."""
@@ -297,9 +271,10 @@ class Estimator:
     def _plan(self, inputs_arg: Any, job_name: str | None) -> tuple[dict, list[inputs.Channel]]:
         """The validated request and its channels (which say what to upload); no I/O on data."""
         name = self._job_name(job_name)
-        role = self._role()  # before anything that may create the default bucket
-        channel_list = inputs.channels(inputs_arg, local=self.session.local,
-                                       data_prefix=lambda: self._data_prefix(name))
+        role = self.session.resolve_role(self.role)
+        # Local data is read in place by hosts that read file:// URIs, else uploaded first.
+        channel_list = inputs.channels(inputs_arg, local="file" in self.session.storage_schemes,
+                                       data_prefix=lambda: self.session.input_prefix(name))
         script_mode = {
             "sagemaker_submit_directory": self._code_uri(name),
             "sagemaker_program": self._source.script_name,
@@ -313,7 +288,7 @@ class Estimator:
         check_total(encoded, len(self._hyperparameters))
         request = build_request(
             job_name=name,
-            image_uri=self.image_uri or LOCAL_IMAGE,
+            image_uri=self.session.training_image(self.image_uri),
             role=role,
             instance_type=self.instance_type,
             instance_count=self.instance_count,
@@ -329,8 +304,7 @@ class Estimator:
             checkpoint_s3_uri=self.checkpoint_s3_uri,
             checkpoint_local_path=self.checkpoint_local_path,
         )
-        validate_request(request)
-        return request, channel_list
+        return self.session.submit_dryrun(request), channel_list  # checked by the session
 
     def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
         """The dry run: the CreateTrainingJob request `fit` would send, checked by botocore.
@@ -353,7 +327,7 @@ class Estimator:
             if storage.content_sha256(uri) == digest:
                 logger.info("source unchanged at %s, not uploaded again", uri)
                 return
-            storage.upload_file(archive, uri, sha256=digest)
+            storage.upload_file(archive, uri, sha256=digest, progress=True)
             logger.info("uploaded source to %s", uri)
 
     def fit(self, inputs: Any = None, wait: bool = True, logs: bool = True,
@@ -368,18 +342,21 @@ class Estimator:
         for path in (self.output_path, self.code_location, self.checkpoint_s3_uri):
             if path is not None and storage.is_s3(path):
                 storage.check_bucket(path)  # a missing bucket fails before anything is sent
-        self._stage_code(request)
-        for channel in channel_list:
-            if channel.upload_from is not None:
-                uri = channel.config["DataSource"]["S3DataSource"]["S3Uri"]
-                if channel.upload_from.is_dir():
-                    storage.upload_dir(channel.upload_from, uri)
-                else:
-                    storage.upload_file(channel.upload_from,
-                                        storage.join(uri, channel.upload_from.name))
-        self.session.create_training_job(request)
+
+        def stage() -> None:  # after the session reserved the job name, before it starts
+            self._stage_code(request)
+            for channel in channel_list:
+                if channel.upload_from is not None:
+                    uri = channel.config["DataSource"]["S3DataSource"]["S3Uri"]
+                    if channel.upload_from.is_dir():
+                        storage.upload_dir(channel.upload_from, uri, progress=True)
+                    else:
+                        storage.upload_file(channel.upload_from,
+                                            storage.join(uri, channel.upload_from.name),
+                                            progress=True)
+
+        self.latest_training_job = self.session.submit(request, stage)
         self._current_job_name = request["TrainingJobName"]
-        self.latest_training_job = TrainingJob(self.session, self._current_job_name)
         print(f"Started training job {self._current_job_name}", flush=True)
         if wait:
             self.latest_training_job.wait(logs=logs)
@@ -417,7 +394,8 @@ class Estimator:
         if not uri:
             raise UserInputError(f"training job {self._job().name} has no model yet (status "
                                  f"{self.describe()['TrainingJobStatus']})")
-        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name)
+        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name,
+                                     progress=True)
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -449,7 +427,7 @@ class Estimator:
             from ddpjob.local.session import LocalSession
 
             session = LocalSession()
-        description = session.describe_training_job(training_job_name)
+        description = session.describe(training_job_name)
         estimator = cls.__new__(cls)
         estimator._init_from_description(description, session)
         if wait:

@@ -7,7 +7,9 @@ import tarfile
 import time
 from pathlib import Path
 
+import pytest
 from ddpjob import packaging
+from ddpjob.errors import UserInputError
 
 
 def _names(archive: Path) -> list[str]:
@@ -58,3 +60,44 @@ def test_entry_point_without_source_dir(src: Path, tmp_path: Path) -> None:
     archive = tmp_path / "x.tar.gz"
     packaging.pack(spec, archive)
     assert _names(archive) == ["train.py"]
+
+
+def test_links_are_followed_inside_source_dir(src: Path, tmp_path: Path) -> None:
+    (src / "lib").mkdir()
+    (src / "lib" / "util.py").write_text("X = 1\n")
+    (src / "alias.py").symlink_to("lib/util.py")
+    (src / "lib2").symlink_to("lib", target_is_directory=True)
+    spec = packaging.check_source("train.py", src)
+    packaging.pack(spec, tmp_path / "a.tar.gz")
+    with tarfile.open(tmp_path / "a.tar.gz") as tar:
+        assert tar.extractfile("alias.py").read() == b"X = 1\n"  # contents, not a link
+        assert tar.extractfile("lib2/util.py").read() == b"X = 1\n"
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda src, out: (src / "passwd").symlink_to("/etc/passwd"), r"symbolic link to .*outside"),
+    (lambda src, out: (src / "data").symlink_to(out, target_is_directory=True),
+     r"symbolic link to .*outside"),
+    (lambda src, out: (src / "gone").symlink_to(out / "missing"), r"broken symbolic link"),
+    (lambda src, out: (src / "loop").symlink_to(".", target_is_directory=True),
+     r"symbolic link loop"),
+])
+def test_links_that_escape_source_dir_are_refused(src: Path, tmp_path: Path, make,
+                                                  match: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    make(src, outside)
+    spec = packaging.check_source("train.py", src)
+    with pytest.raises(UserInputError, match=match) as info:
+        packaging.pack(spec, tmp_path / "a.tar.gz")
+    assert "\n" not in str(info.value)
+
+
+def test_large_files_are_packed_with_a_warning(src: Path, tmp_path: Path, monkeypatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(packaging, "LARGE_FILE_BYTES", 1000)
+    (src / "weights.bin").write_bytes(b"w" * 3_000_000)
+    packaging.pack(packaging.check_source("train.py", src), tmp_path / "a.tar.gz")
+    assert f"packing {src / 'weights.bin'}: 3 MB" in caplog.text
+    assert "train.py" not in caplog.text

@@ -174,7 +174,7 @@ def _fetch_counting(root: str, uri: str, counter: str, delay: float, start) -> N
 
     storage.client().meta.events.register("before-send.s3.GetObject", count)
     start.wait()
-    DataCache(Path(root)).fetch(uri, storage.list_prefix(uri))
+    DataCache(Path(root)).fetch(storage.list_prefix(uri))
 
 
 def test_two_processes_download_each_object_once(tmp_path: Path, s3_bucket: str) -> None:
@@ -192,7 +192,7 @@ def test_two_processes_download_each_object_once(tmp_path: Path, s3_bucket: str)
         proc.join(60)
         assert proc.exitcode == 0
     assert len(counter.read_text().split()) == 12  # once per object, whichever process did it
-    fetched = DataCache(tmp_path / "cache").fetch(uri, storage.list_prefix(uri))
+    fetched = DataCache(tmp_path / "cache").fetch(storage.list_prefix(uri))
     assert fetched.downloaded == 0
     assert [p.read_bytes() for p in fetched.paths] == [bytes([i]) * 2000 for i in range(12)]
 
@@ -200,7 +200,7 @@ def test_two_processes_download_each_object_once(tmp_path: Path, s3_bucket: str)
 def test_eviction_takes_least_recently_used_never_in_use(tmp_path: Path, s3_bucket: str) -> None:
     uri = _objects(s3_bucket, 4, 1000)
     cache = DataCache(tmp_path / "cache")
-    paths = cache.fetch(uri, storage.list_prefix(uri)).paths
+    paths = cache.fetch(storage.list_prefix(uri)).paths
     for age, path in enumerate(paths):  # objs/000 used longest ago, objs/003 most recently
         os.utime(path, (1000 + age, 1000 + age))
     job = tmp_path / "job"
@@ -220,7 +220,7 @@ def _fetch_slowly(root: str, uri: str, started: str) -> None:
         time.sleep(60)
 
     storage.client().meta.events.register("before-send.s3.GetObject", stall)
-    DataCache(Path(root)).fetch(uri, storage.list_prefix(uri))
+    DataCache(Path(root)).fetch(storage.list_prefix(uri))
 
 
 def test_killed_download_leaves_no_entry_a_later_job_trusts(
@@ -238,12 +238,13 @@ def test_killed_download_leaves_no_entry_a_later_job_trusts(
         time.sleep(0.05)
     assert started.exists()
     cache = DataCache(root)
-    name = cache._name(s3_bucket, storage.list_prefix(uri)[0])
+    listing = storage.list_prefix(uri)
+    name = cache._name(listing.folder, listing.objects[0])
     (root / "tmp" / f"{name}.dead.part").write_bytes(b"half")  # what a crash mid-write leaves
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(10)
     assert cache.info().entries == 0
-    fetched = cache.fetch(uri, storage.list_prefix(uri))
+    fetched = cache.fetch(storage.list_prefix(uri))
     assert fetched.downloaded == 1
     assert fetched.paths[0].read_bytes() == bytes([0]) * 5000
     cache.evict(10**9)  # abandoned downloads are swept, the entry stays
@@ -259,7 +260,7 @@ def test_cache_cli_info_and_clear(tmp_path: Path, s3_bucket: str, capsys,
     (tmp_path / "config.yaml").write_text("")  # no defaults, whatever ~/.ddpjob holds
     monkeypatch.setenv("DDPJOB_CONFIG", str(tmp_path / "config.yaml"))
     uri = _objects(s3_bucket, 2, 1000)
-    paths = staging.cache_of(tmp_path / "home").fetch(uri, storage.list_prefix(uri)).paths
+    paths = staging.cache_of(tmp_path / "home").fetch(storage.list_prefix(uri)).paths
     os.link(paths[0], tmp_path / "in-use")
     assert main(["cache", "info"]) == 0
     assert "2 objects, 2.0 kB" in capsys.readouterr().out

@@ -49,7 +49,7 @@ def test_round_trip_and_upload(ckpt: Path, s3_bucket: str, monkeypatch) -> None:
     assert manifest["step"] == 100
     size = (ckpt / "step-000000100" / "state.pt").stat().st_size
     assert manifest["files"]["state.pt"]["size"] == size
-    assert sorted(k for k, _ in storage.list_objects(uri)) == [
+    assert sorted(o.key for o in storage.list_objects(uri)) == [
         "step-000000100/manifest.json", "step-000000100/state.pt"]
     assert not [p for p in ckpt.iterdir() if p.name.startswith(".")]  # no temp files left
 
@@ -74,7 +74,7 @@ def test_step_numbering_and_keep(ckpt: Path, s3_bucket: str, monkeypatch) -> Non
         checkpoints.save({"i": torch.tensor(i)}, keep=2)
     checkpoints.flush()
     assert checkpoints.complete_steps(ckpt) == [3, 4]
-    assert {k.split("/")[0] for k, _ in storage.list_objects(uri)} == {
+    assert {o.key.split("/")[0] for o in storage.list_objects(uri)} == {
         "step-000000003", "step-000000004"}
     assert checkpoints.load_latest()["i"].item() == 4
     checkpoints.save({"i": torch.tensor(10)}, step=10, keep=2)
@@ -168,3 +168,49 @@ def test_failed_upload_surfaces_at_next_save(ckpt: Path, aws_env: str, monkeypat
     checkpoints.save({"v": 1}, step=1)
     with pytest.raises(StorageError, match="no such bucket"):
         checkpoints.save({"v": 2}, step=2)
+
+
+@pytest.mark.parametrize("store", ["file", "s3"])
+@pytest.mark.parametrize("hostile", ["absolute", "dotdot"])
+def test_restore_refuses_a_hostile_manifest(ckpt: Path, tmp_path: Path, request,
+                                            monkeypatch, store: str, hostile: str) -> None:
+    """A newer checkpoint whose manifest names files outside its folder is skipped with a
+    warning; nothing is written outside the checkpoint folder (issue 9)."""
+    if store == "s3":
+        remote = f"s3://{request.getfixturevalue('s3_bucket')}/ckpt/run-1"
+    else:
+        remote = (tmp_path / "remote").as_uri()
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", remote)
+    checkpoints.save({"v": 3}, step=3)
+    checkpoints.flush()
+    outside = tmp_path / "outside" / "evil.txt"
+    name = str(outside) if hostile == "absolute" else "../../outside/evil.txt"
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "manifest.json").write_text(json.dumps(
+        {"step": 5, "time": 0, "files": {name: {"size": 4, "sha256": "0"}}}))
+    step5 = storage.join(remote, "step-000000005")
+    storage.upload_file(fake / "manifest.json", storage.join(step5, "manifest.json"))
+    if store == "s3":  # S3 keys may hold '//' and '..': the listing then 'completes' the step
+        import boto3
+
+        location = storage.parse(step5)
+        boto3.client("s3").put_object(Bucket=location.bucket,
+                                      Key=f"{location.key}/{name}", Body=b"evil")
+    local = tmp_path / "restore" / "checkpoints"
+    assert checkpoints.restore_latest(remote, local) == 3  # the hostile step 5 is ignored
+    assert not outside.exists()
+    written = {p for p in tmp_path.rglob("*") if p.is_file()}
+    assert {p for p in written if p.is_relative_to(tmp_path / "restore")} == {
+        local / "step-000000003" / "state.pt", local / "step-000000003" / "manifest.json"}
+
+
+def test_load_latest_refuses_a_hostile_local_manifest(ckpt: Path) -> None:
+    checkpoints.save({"v": 1}, step=1)
+    checkpoints.flush()
+    manifest = ckpt / "step-000000001" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["/etc/hostname"] = {"size": Path("/etc/hostname").stat().st_size}
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(checkpoints.CheckpointError, match="unsafe checkpoint manifest"):
+        checkpoints.load_latest()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ddpjob_runtime import storage
-from ddpjob_runtime.storage import ListedObject
+from ddpjob_runtime.storage import Listing, ObjectInfo
 
 from ddpjob.errors import UserInputError
 
@@ -78,9 +78,11 @@ class DataCache:
         self.root = Path(root)
         self.entries, self.locks, self.tmp = (self.root / n for n in ("entries", "locks", "tmp"))
 
-    def _name(self, bucket: str, obj: ListedObject) -> str:
+    def _name(self, folder: str, obj: ObjectInfo) -> str:
+        """The entry name of `obj`, listed under the folder URI `folder`."""
+        where = storage.parse(folder)
         return hashlib.sha256(
-            "\0".join((bucket, obj.key, str(obj.size), obj.etag or "")).encode()
+            "\0".join((where.bucket, where.key + obj.key, str(obj.size), obj.etag or "")).encode()
         ).hexdigest()
 
     def _entry(self, name: str) -> Path:
@@ -89,29 +91,29 @@ class DataCache:
     def _lock(self, name: str) -> Path:
         return self.locks / name[:2] / f"{name}.lock"
 
-    def fetch(self, uri: str, objects: list[ListedObject]) -> Fetched:
-        """The entry of every listed object of `uri`, downloading each missing one exactly once
-        across processes (another process's download in progress is waited for)."""
-        bucket = storage.parse_uri(uri).bucket or ""
-        names = [self._name(bucket, o) for o in objects]
-        missing = [(o, n) for o, n in zip(objects, names, strict=True) if not self._trusted(o, n)]
-        done: list[tuple[ListedObject, str]] = []
+    def fetch(self, listing: Listing) -> Fetched:
+        """The entry of every object of an S3 `listing`, downloading each missing one exactly
+        once across processes (another process's download in progress is waited for)."""
+        names = [self._name(listing.folder, o) for o in listing.objects]
+        missing = [(o, n) for o, n in zip(listing.objects, names, strict=True)
+                   if not self._trusted(o, n)]
+        done: list[tuple[ObjectInfo, str]] = []
         for i in range(0, len(missing), BATCH):
-            done += self._fill(uri, missing[i:i + BATCH])
+            done += self._fill(listing.folder, missing[i:i + BATCH])
         for name in names:
             with contextlib.suppress(FileNotFoundError):
                 os.utime(self._entry(name))  # most recently used
         return Fetched([self._entry(n) for n in names], len(done), sum(o.size for o, _ in done))
 
-    def _trusted(self, obj: ListedObject, name: str) -> bool:
+    def _trusted(self, obj: ObjectInfo, name: str) -> bool:
         try:
             return self._entry(name).stat().st_size == obj.size
         except FileNotFoundError:
             return False
 
     def _fill(
-        self, uri: str, batch: list[tuple[ListedObject, str]]
-    ) -> list[tuple[ListedObject, str]]:
+        self, folder: str, batch: list[tuple[ObjectInfo, str]]
+    ) -> list[tuple[ObjectInfo, str]]:
         """Download the entries of `batch` this process gets the lock of; then wait for the ones
         another process is downloading (and download them if it died). What it downloaded."""
         mine, theirs = [], []
@@ -125,13 +127,13 @@ class DataCache:
                     continue
                 if not self._trusted(obj, name):  # it may have arrived since we looked
                     mine.append((obj, name))
-            self._download(uri, mine)
+            self._download(folder, mine)
         # Our locks are released before we wait on theirs: two jobs never wait on each other.
         for obj, name in theirs:
             with self._open_lock(name) as f:
                 fcntl.flock(f, fcntl.LOCK_EX)  # until the other process is done (or dead)
                 if not self._trusted(obj, name):
-                    self._download(uri, [(obj, name)])
+                    self._download(folder, [(obj, name)])
                     mine.append((obj, name))
         return mine
 
@@ -140,14 +142,17 @@ class DataCache:
         lock.parent.mkdir(parents=True, exist_ok=True)
         return open(lock, "a")
 
-    def _download(self, uri: str, items: list[tuple[ListedObject, str]]) -> None:
-        """Download to temp names, then rename each complete file into place (read-only)."""
+    def _download(self, folder: str, items: list[tuple[ObjectInfo, str]]) -> None:
+        """Download to temp names, then rename each complete file into place (read-only).
+        Not `fsutil.atomic_open`: s3transfer writes the files itself, and a temp name must
+        start with the entry's name, for `_remove_abandoned` to find its lock."""
         if not items:
             return
         self.tmp.mkdir(parents=True, exist_ok=True)
         temps = [self.tmp / f"{name}.{uuid.uuid4().hex[:8]}.part" for _, name in items]
         try:
-            storage.download_objects(uri, [(o, t) for (o, _), t in zip(items, temps, strict=True)])
+            pairs = [(obj, temp) for (obj, _), temp in zip(items, temps, strict=True)]
+            storage.download_objects(folder, pairs)
             for (_, name), temp in zip(items, temps, strict=True):
                 os.chmod(temp, READ_ONLY)
                 self._entry(name).parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import contract
+
 LOOPBACK = "127.0.0.1"
 GROUP = "homogeneousCluster"
 
@@ -39,8 +41,8 @@ def config_files(
     kind = request["ResourceConfig"]["InstanceType"]
     channels = request.get("InputDataConfig") or []
     files: dict[str, Any] = {
-        "hyperparameters.json": request.get("HyperParameters") or {},
-        "resourceconfig.json": {
+        contract.HYPERPARAMETERS_FILE: request.get("HyperParameters") or {},
+        contract.RESOURCE_CONFIG_FILE: {
             "current_host": host,
             "hosts": hosts,
             "network_interface_name": "lo",
@@ -50,7 +52,7 @@ def config_files(
                 {"instance_group_name": GROUP, "instance_type": kind, "hosts": hosts}
             ],
         },
-        "inputdataconfig.json": {
+        contract.INPUT_DATA_CONFIG_FILE: {
             c["ChannelName"]: {
                 "TrainingInputMode": c.get("InputMode")
                 or request.get("AlgorithmSpecification", {}).get("TrainingInputMode", "File"),
@@ -61,7 +63,7 @@ def config_files(
             }
             for c in channels
         },
-        "platform.json": {
+        contract.PLATFORM_FILE: {
             "job_name": request["TrainingJobName"],
             "host_addresses": {h: LOOPBACK for h in hosts},
             "master_port": master_port,
@@ -74,12 +76,13 @@ def config_files(
     }
     checkpoint = request.get("CheckpointConfig")
     if checkpoint:
-        files["checkpointconfig.json"] = {
+        files[contract.CHECKPOINT_CONFIG_FILE] = {
             "LocalPath": checkpoint.get("LocalPath") or "/opt/ml/checkpoints",
             "S3Uri": checkpoint["S3Uri"],
         }
-        files["platform.json"]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
-    files["platform.json"].update({k: v for k, v in (staged or {}).items() if k != "channels"})
+        files[contract.PLATFORM_FILE]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
+    files[contract.PLATFORM_FILE].update(
+        {k: v for k, v in (staged or {}).items() if k != "channels"})
     return files
 
 
@@ -90,5 +93,5 @@ def prepare(
     """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
     root = job_dir / "hosts" / host
     for name, content in config_files(request, host, master_port, job_dir, staged).items():
-        _write(root / "input" / "config" / name, content)
+        _write(root / contract.CONFIG_DIR / name, content)
     return root

@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import storage
-from ddpjob_runtime.errors import StorageError
-from ddpjob_runtime.storage import ListedObject
+from ddpjob_runtime import contract, fsutil, storage
+from ddpjob_runtime.errors import StorageError, UnsafePathError
+from ddpjob_runtime.storage import Listing
 
-from ddpjob.local.datacache import DataCache, human_bytes, max_bytes
+from ddpjob.local.datacache import DataCache, Fetched, human_bytes, max_bytes
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +49,9 @@ def stage_job(
     staged = stage_channels(home, job_dir, request, hosts)
     shared: dict[str, Any] = {}
     source = _submit_directory(request)
-    if source and storage.parse_uri(source).is_s3:
+    if source and storage.is_s3(source):
         shared["submit_directory"] = str(storage.download_file(
-            source, Path(job_dir) / "source" / "sourcedir.tar.gz"))
+            source, Path(job_dir) / "source" / contract.SOURCE_ARCHIVE))
     checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
     if checkpoint_uri:
         from ddpjob_runtime import checkpoints  # torch only inside load_latest, never here
@@ -66,7 +66,7 @@ def stage_job(
 
 
 def _submit_directory(request: dict[str, Any]) -> str | None:
-    value = (request.get("HyperParameters") or {}).get("sagemaker_submit_directory")
+    value = (request.get("HyperParameters") or {}).get(contract.SUBMIT_DIRECTORY)
     if value is None:
         return None
     try:
@@ -126,7 +126,7 @@ def _stage_channel(cache: DataCache, job_dir: Path, channel: dict[str, Any], hos
     folders = [folder / host for host in hosts] if sharded else [folder] * len(hosts)
     try:
         _stage_one(cache, name, source["S3Uri"], folders[:len(hosts) if sharded else 1])
-    except StorageError as exc:
+    except (StorageError, UnsafePathError) as exc:
         raise StorageError(f"channel {name!r}: {exc}") from exc
     for host, host_folder in zip(hosts, folders, strict=True):
         staged[host][name] = str(host_folder)
@@ -135,18 +135,19 @@ def _stage_channel(cache: DataCache, job_dir: Path, channel: dict[str, Any], hos
 def _stage_one(cache: DataCache, name: str, uri: str, folders: list[Path]) -> None:
     """Bring the objects of `uri` into `folders`, object i into folders[i % len(folders)]."""
     start = time.monotonic()
-    objects = storage.list_prefix(uri)
-    targets = [_inside(folders[i % len(folders)], o.rel, uri) for i, o in enumerate(objects)]
+    listing = storage.list_prefix(uri)
+    objects = listing.objects
+    targets = [fsutil.contained(folders[i % len(folders)], o.key, what="object key")
+               for i, o in enumerate(objects)]
     total = human_bytes(sum(o.size for o in objects))
-    if storage.parse_uri(uri).is_s3:
-        fetched = _link_cached(cache, uri, objects, targets)
+    if storage.is_s3(uri):
+        fetched = _link_cached(cache, listing, targets)
         how = ("all cached" if not fetched.downloaded else
                f"{fetched.downloaded:,} downloaded ({human_bytes(fetched.downloaded_bytes)}), "
                f"{len(objects) - fetched.downloaded:,} cached")
     else:
-        for obj, target in zip(objects, targets, strict=True):
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(obj.key, target)
+        storage.download_objects(listing.folder, list(zip(objects, targets, strict=True)))
+        for target in targets:
             os.chmod(target, READ_ONLY)
         how = "copied"
     for folder in folders:
@@ -155,11 +156,11 @@ def _stage_one(cache: DataCache, name: str, uri: str, folders: list[Path]) -> No
              time.monotonic() - start)
 
 
-def _link_cached(cache: DataCache, uri: str, objects: list[ListedObject], targets: list[Path]):
+def _link_cached(cache: DataCache, listing: Listing, targets: list[Path]) -> Fetched:
     """Link each object's cache entry to its target; an entry evicted meanwhile is fetched
     again (eviction never removes a linked entry, but may win the race before our link)."""
-    fetched = cache.fetch(uri, objects)
-    pending = list(zip(objects, fetched.paths, targets, strict=True))
+    fetched = cache.fetch(listing)
+    pending = list(zip(listing.objects, fetched.paths, targets, strict=True))
     for attempt in range(2):
         missed = []
         for obj, entry, target in pending:
@@ -172,7 +173,7 @@ def _link_cached(cache: DataCache, uri: str, objects: list[ListedObject], target
                 missed.append((obj, target))
         if not missed:
             break
-        again = cache.fetch(uri, [o for o, _ in missed])
+        again = cache.fetch(Listing(listing.folder, [o for o, _ in missed]))
         pending = [(o, e, t) for (o, t), e in zip(missed, again.paths, strict=True)]
     return fetched
 
@@ -184,16 +185,7 @@ def link_or_copy(src: Path, dest: Path) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
             raise
-        shutil.copyfile(src, dest)
-        os.chmod(dest, READ_ONLY)
-
-
-def _inside(folder: Path, rel: str, uri: str) -> Path:
-    """`folder/rel`, refusing a key that would escape `folder` (`..`, absolute)."""
-    target = (folder / rel).resolve()
-    if not target.is_relative_to(folder.resolve()):
-        raise StorageError(f"{uri}: key {rel!r} would escape {folder}")
-    return target
+        fsutil.copy_file(src, dest, mode=READ_ONLY)
 
 
 def release(home: Path, job_dir: Path, hosts: list[str]) -> None:
@@ -201,7 +193,7 @@ def release(home: Path, job_dir: Path, hosts: list[str]) -> None:
     for staged in (CHANNELS, CHECKPOINT, "source"):
         shutil.rmtree(Path(job_dir) / staged, ignore_errors=True)
     for host in hosts:
-        shutil.rmtree(Path(job_dir) / "hosts" / host / "input" / "data", ignore_errors=True)
+        shutil.rmtree(Path(job_dir) / "hosts" / host / contract.DATA_DIR, ignore_errors=True)
     cache = cache_of(home)
     if cache.entries.is_dir():
         cache.evict(max_bytes())
