@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime import environment, storage
 from ddpjob_runtime.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 STATE = "state.pt"
 MANIFEST = "manifest.json"
 DEFAULT_KEEP = 3
+CONFIG_FILE = "checkpointconfig.json"
 _STEP_DIR = re.compile(r"^step-(\d{9,})$")
 
 
@@ -50,10 +51,14 @@ def step_dir_name(step: int) -> str:
 
 
 def checkpoint_dir() -> Path:
-    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR, else <job root>/checkpoints."""
+    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR (set by ddpjob's runtime), else the
+    folder SageMaker syncs with CheckpointConfig.S3Uri: checkpointconfig.json's LocalPath, else
+    <job root>/checkpoints. On SageMaker's own PyTorch container there is no ddpjob runtime and
+    no DDPJOB_CHECKPOINT_URI: SageMaker uploads what lands there and brings it back down."""
     if os.environ.get("DDPJOB_CHECKPOINT_DIR"):
         return Path(os.environ["DDPJOB_CHECKPOINT_DIR"])
-    return Path(os.environ.get("SAGEMAKER_BASE_DIR") or "/opt/ml") / "checkpoints"
+    root = environment.job_root()
+    return environment.checkpoint_local_dir(root, environment.read_config(root, CONFIG_FILE))
 
 
 def _rank() -> int:
