@@ -31,7 +31,7 @@ from ddpjob.job_status import (
     ending,
     job_progress,
 )
-from ddpjob.local import failure_cause, gpus, hostroot, jobstate, proctree
+from ddpjob.local import dlc_host, failure_cause, gpus, hostroot, jobstate, proctree
 from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.supervisor")
@@ -134,7 +134,8 @@ class Supervisor:
             root = hostroot.prepare(self.request, host, port, self.job_dir)
             with open(self.job_dir / "logs" / f"{host}.log", "ab") as out:
                 self.procs[host] = subprocess.Popen(
-                    command, cwd=root, env=self._host_env(host, root, gpu_ids),
+                    dlc_host.host_command(self.request, self.job_dir, host) or command,
+                    cwd=root, env=self._host_env(host, root, gpu_ids),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=_die_with_supervisor,
                 )  # fmt: skip

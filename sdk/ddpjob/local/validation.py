@@ -11,6 +11,8 @@ import functools
 import re
 from typing import Any
 
+from ddpjob.local import dlc_host
+
 LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 URI_SCHEMES = ("s3://", "file://")
@@ -98,7 +100,9 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
         raise client_error(op, "ResourceConfig.InstanceGroups: local mode runs one group only; "
                                "use InstanceType and InstanceCount")
     kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
-    if kind not in LOCAL_INSTANCE_TYPES:
+    if problem := dlc_host.request_problem(request):
+        raise client_error(op, problem)
+    if kind not in LOCAL_INSTANCE_TYPES and not dlc_host.is_dlc_request(request):
         raise client_error(
             op,
             f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' (CPU, "
