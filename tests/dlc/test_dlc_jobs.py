@@ -187,8 +187,10 @@ def test_a_dlc_request_runs_through_the_dlc_toolkits_and_resumes_from_its_checkp
 def test_a_failing_dlc_script_fails_the_job_with_the_toolkits_reason(
         s3_bucket: str, tmp_path: Path, dlc_python: str, monkeypatch) -> None:
     monkeypatch.setenv("DDPJOB_DLC_PYTHON", dlc_python)
-    code, image = upload_code(s3_bucket, tmp_path), dlc_image()
-    request = dlc_request("dlc-no-data", s3_bucket, code, image, steps=2)  # no target.json
+    archive = tmp_path / packaging.ARCHIVE_NAME  # a file:// code URI (the toolkit reads paths)
+    packaging.pack(packaging.check_source("dlc_train.py", JOBS), archive, include_runtime=True)
+    request = dlc_request("dlc-no-data", s3_bucket, archive.as_uri(), dlc_image(),
+                          steps=2)  # and no target.json in the channel
     request["ResourceConfig"]["InstanceCount"] = 1
     with local_session_at(tmp_path / "home") as session:
         job, lines = run_job(session.sagemaker_client, request)
