@@ -31,7 +31,7 @@ from ddpjob.job_status import (
     ending,
     job_progress,
 )
-from ddpjob.local import dlc_host, failure_cause, gpus, hostroot, jobstate, proctree
+from ddpjob.local import dlc_host, failure_cause, gpus, hostroot, jobstate, metrics, proctree
 from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.supervisor")
@@ -89,6 +89,8 @@ class Supervisor:
         self.internal_error: str | None = None
         self.signalled = False
         self.kill_at: float | None = None
+        logs = {h: self.job_dir / "logs" / f"{h}.log" for h in self.hosts}
+        self.metrics = metrics.MetricCollector(self.job_dir, self.request, logs)
 
     # --- state on disk -------------------------------------------------------------------
 
@@ -202,6 +204,7 @@ class Supervisor:
                 log.warning("hosts still running %.0f s after SIGTERM: SIGKILL", STOP_GRACE_S)
                 proctree.signal_all(proctree.descendants(os.getpid()), signal.SIGKILL)
                 self.kill_at = None
+            self.metrics.poll()
             if all(code is not None for code in codes.values()):
                 return
             time.sleep(POLL_S)
@@ -283,6 +286,7 @@ class Supervisor:
                 self._end_everything()
             except Exception:  # noqa: BLE001 - the final status must still be written
                 log.exception("cleanup error")
+            self.metrics.poll(final=True)
             self._finish()
 
     def _end_everything(self) -> None:

@@ -11,7 +11,7 @@ import functools
 import re
 from typing import Any
 
-from ddpjob.local import dlc_host
+from ddpjob.local import dlc_host, metrics
 
 LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -100,7 +100,7 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
         raise client_error(op, "ResourceConfig.InstanceGroups: local mode runs one group only; "
                                "use InstanceType and InstanceCount")
     kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
-    if problem := dlc_host.request_problem(request):
+    if problem := dlc_host.request_problem(request) or metrics.check(request):
         raise client_error(op, problem)
     if kind not in LOCAL_INSTANCE_TYPES and not dlc_host.is_dlc_request(request):
         raise client_error(
