@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
+from ddpjob import analytics
 from ddpjob.local import metrics
 
 from tests.local.conftest import (
@@ -55,7 +56,7 @@ def test_metrics_of_every_host_reach_describe_and_the_series(session, tmp_path, 
         assert isinstance(metric["Timestamp"], dt.datetime)
         assert job["TrainingStartTime"] <= metric["Timestamp"] <= job["TrainingEndTime"]
 
-    frame = metrics.metrics_for_job(session, name)
+    frame = analytics.metrics_for_job(session, name)
     assert list(frame.columns) == ["timestamp", "metric_name", "value"]
     loss = frame[frame.metric_name == "train:loss"]
     assert loss.value.tolist() == [1.0, 0.5, 1.0 / 3, 0.25]
@@ -63,7 +64,7 @@ def test_metrics_of_every_host_reach_describe_and_the_series(session, tmp_path, 
     assert frame[frame.metric_name == "accuracy"].value.tolist() == [0.75, 0.875]
 
     monkeypatch.setitem(sys.modules, "pandas", None)  # without pandas: a list of dicts
-    rows = metrics.metrics_for_job(session, name, metric_names=["accuracy"])
+    rows = analytics.metrics_for_job(session, name, metric_names=["accuracy"])
     assert [(r["metric_name"], r["value"]) for r in rows] == [("accuracy", 0.75),
                                                              ("accuracy", 0.875)]
     assert_no_processes(session.home)

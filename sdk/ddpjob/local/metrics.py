@@ -3,8 +3,8 @@ written, as SageMaker matches it against the job's CloudWatch logs; the value is
 
 The supervisor polls a `MetricCollector`, which appends every value to `<job dir>/metrics.jsonl`
 (`{"MetricName", "Value", "Timestamp", "Host"}`); `final_metric_data` gives DescribeTrainingJob's
-`FinalMetricDataList` (the last value of each metric) and `metrics_for_job` the time series that
-the estimator's `training_job_analytics` shows.
+`FinalMetricDataList` (the last value of each metric) and `series` the time series that
+`ddpjob.analytics.metrics_for_job` (the estimator's `training_job_analytics`) shows.
 """
 
 from __future__ import annotations
@@ -110,20 +110,3 @@ def final_metric_data(job_dir: Path) -> list[dict[str, Any]]:
     return [{"MetricName": name, "Value": r["Value"],
              "Timestamp": dt.datetime.fromtimestamp(r["Timestamp"]).astimezone()}
             for name, r in last.items()]
-
-
-def metrics_for_job(session: Any, job_name: str, metric_names: list[str] | None = None) -> Any:
-    """The metric time series of a local job, as the official SDK's `TrainingJobAnalytics`
-    gives it: rows `timestamp` (seconds since the training started), `metric_name`, `value`;
-    a pandas DataFrame when pandas is installed, else a list of dicts."""
-    job = session.describe_training_job(job_name)  # a clear error for an unknown job
-    start = job.get("TrainingStartTime") or job["CreationTime"]
-    rows = [{"timestamp": r["Timestamp"] - start.timestamp(), "metric_name": r["MetricName"],
-             "value": r["Value"]}
-            for r in series(session.job_dir(job_name))
-            if metric_names is None or r["MetricName"] in metric_names]
-    try:
-        import pandas
-    except ImportError:
-        return rows
-    return pandas.DataFrame(rows, columns=["timestamp", "metric_name", "value"])
