@@ -167,6 +167,18 @@ def _tar(folder: Path, archive: Path) -> None:
             tar.add(child, arcname=child.name)
 
 
+def upload_results(model_dir: Path, output_data_dir: Path, prefix: str) -> None:
+    """`model_dir` and `output_data_dir` as `<prefix>/model.tar.gz` and `<prefix>/output.tar.gz`."""
+    from ddpjob_runtime import storage
+
+    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
+        for folder, name in ((model_dir, "model.tar.gz"), (output_data_dir, "output.tar.gz")):
+            archive = Path(tmp) / name
+            _tar(folder, archive)
+            log.info("uploading %s to %s/%s", folder, prefix, name)
+            storage.upload_file(archive, f"{prefix}/{name}")
+
+
 def _upload_results(env: TrainingEnvironment) -> None:
     """model/ and output/data/ as tar.gz under `<output_path>/<job_name>/output/`."""
     output_path = env.platform.get("output_path")
@@ -175,16 +187,8 @@ def _upload_results(env: TrainingEnvironment) -> None:
     from ddpjob_runtime import storage
 
     phases.write_phase(env.platform.get("status_file"), "Uploading")
-    prefix = storage.join(str(output_path), env.job_name, "output")
-    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
-        for folder, name in (
-            (env.model_dir, "model.tar.gz"),
-            (env.output_data_dir, "output.tar.gz"),
-        ):
-            archive = Path(tmp) / name
-            _tar(folder, archive)
-            log.info("uploading %s to %s/%s", folder, prefix, name)
-            storage.upload_file(archive, f"{prefix}/{name}")
+    upload_results(env.model_dir, env.output_data_dir,
+                   storage.join(str(output_path), env.job_name, "output"))
 
 
 def _train(env: TrainingEnvironment, tmp_dir: Path) -> int:

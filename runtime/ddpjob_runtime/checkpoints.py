@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, fsutil, storage
+from ddpjob_runtime import contract, environment, fsutil, storage
 from ddpjob_runtime.checkpoint_layout import (
     MANIFEST,
     STATE,
@@ -47,11 +47,15 @@ DEFAULT_KEEP = 3
 
 
 def checkpoint_dir() -> Path:
-    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR, else <job root>/checkpoints."""
+    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR (set by ddpjob's runtime), else the
+    folder SageMaker syncs with CheckpointConfig.S3Uri: checkpointconfig.json's LocalPath, else
+    <job root>/checkpoints. On SageMaker's own PyTorch container there is no ddpjob runtime and
+    no DDPJOB_CHECKPOINT_URI: SageMaker uploads what lands there and brings it back down."""
     if os.environ.get(contract.ENV_CHECKPOINT_DIR):
         return Path(os.environ[contract.ENV_CHECKPOINT_DIR])
-    root = os.environ.get(contract.ENV_ROOT) or contract.DEFAULT_ROOT
-    return Path(root) / contract.CHECKPOINTS_DIR
+    root = environment.job_root()
+    config = environment.read_config(root, contract.CHECKPOINT_CONFIG_FILE)
+    return environment.checkpoint_local_dir(root, config)
 
 
 def _rank() -> int:

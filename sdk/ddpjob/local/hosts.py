@@ -17,7 +17,7 @@ from typing import Any
 
 from ddpjob_runtime import processes
 
-from ddpjob.local import gpus, hostroot, proctree
+from ddpjob.local import dlc_host, gpus, hostroot, proctree
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -80,9 +80,10 @@ class Hosts:
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
         for host, gpu_ids in zip(self.names, slices, strict=True):
             root = hostroot.prepare(self.request, host, port, self.job_dir)
+            host_command = dlc_host.host_command(self.request, self.job_dir, host) or command
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(
-                    command, cwd=root, env=self._env(root, gpu_ids),
+                    host_command, cwd=root, env=self._env(root, gpu_ids),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=processes.ends_with_this_process(),
                 )  # fmt: skip

@@ -19,7 +19,7 @@ from pathlib import Path
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause
+from ddpjob.local import failure_cause, metrics
 from ddpjob.local.decision import Decision, Observation, decide
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import JobState
@@ -44,6 +44,8 @@ class Supervisor:
         self.failed_host: str | None = None
         self.internal_error: str | None = None
         self.signalled = False
+        self.metrics = metrics.MetricCollector(
+            self.job_dir, self.request, {h: self.hosts.log_file(h) for h in self.hosts.names})
 
     def _update(self, change) -> JobState:
         return self.store.update(self.name, change)
@@ -83,6 +85,7 @@ class Supervisor:
                 self._update(lambda state, codes=codes: state.record_exit_codes(codes))
             decision = decide(seen)
             self._apply(decision, seen.exit_codes)
+            self.metrics.poll()
             if decision.done:
                 return
             time.sleep(POLL_S)
@@ -140,6 +143,7 @@ class Supervisor:
                 self.hosts.end_all()
             except Exception:  # noqa: BLE001 - the final status must still be written
                 log.exception("cleanup error")
+            self.metrics.poll(final=True)
             self._finish()
 
 
