@@ -292,6 +292,25 @@ def _upload(folder: Path, uri: str) -> None:
     storage.upload_file(folder / MANIFEST, storage.join(target, MANIFEST))
 
 
+def upload_if_missing(folder: Path, uri: str) -> None:
+    """Upload the complete local checkpoint `folder` unless `uri` already holds it complete.
+
+    Used before a worker restart: rank 0 may have been stopped while uploading it.
+    """
+    manifest = _complete(folder)
+    if manifest is None:
+        raise CheckpointError(f"{folder}: not a complete checkpoint")
+    sizes = dict(storage.list_objects(uri))
+    names = [*manifest["files"], MANIFEST]
+    if all(f"{folder.name}/{name}" in sizes for name in names) and all(
+        sizes[f"{folder.name}/{name}"] == int(meta["size"])
+        for name, meta in manifest["files"].items()
+    ):
+        return
+    log.info("uploading checkpoint %s to %s (its upload was interrupted)", folder, uri)
+    _upload(folder, uri)
+
+
 def _prune_local(root: Path, keep: int) -> None:
     """Keep the newest `keep` complete checkpoints; drop older ones and older leftovers."""
     complete = complete_steps(root)

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 WORKER_MODULE = "ddpjob_runtime.worker"
 AGENT_MODULE = "ddpjob_runtime.agent"  # torchrun, bound to the rendezvous address
 KILL_GRACE_S = 5.0
+MAX_RESTARTS_LIMIT = 100
 _TORCHRUN_FLAGS = (
     "sagemaker_torch_distributed_enabled",
     "sagemaker_pytorch_ddp_enabled",
@@ -67,6 +68,19 @@ def processes_per_host(hyperparameters: Mapping[str, Any], gpus: int) -> int:
     return gpus or 1
 
 
+def max_restarts(hyperparameters: Mapping[str, Any]) -> int:
+    """Worker restarts allowed (`ddpjob_max_restarts`, torchrun's `--max_restarts`), default 0."""
+    value = hyperparameters.get("ddpjob_max_restarts", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+        0 <= value <= MAX_RESTARTS_LIMIT
+    ):
+        raise RuntimeContractError(
+            f"hyperparameter 'ddpjob_max_restarts' must be an integer from 0 to "
+            f"{MAX_RESTARTS_LIMIT}, got {value!r}"
+        )
+    return value
+
+
 def worker_command(entry: str, args: Sequence[str]) -> list[str]:
     """The wrapper each worker runs (module form so that launchers pass it through)."""
     return ["-m", WORKER_MODULE, entry, *args]
@@ -81,6 +95,7 @@ def torchrun_command(
     master_port: int,
     entry: str,
     args: Sequence[str],
+    max_restarts: int = 0,
 ) -> list[str]:
     """torchrun (through `ddpjob_runtime.agent`) with a static rendezvous on the first host."""
     return [
@@ -92,7 +107,7 @@ def torchrun_command(
         f"--nproc_per_node={nproc}",
         f"--master_addr={master_addr}",
         f"--master_port={master_port}",
-        "--max_restarts=0",
+        f"--max_restarts={max_restarts}",
         *worker_command(entry, args),
     ]
 
