@@ -77,7 +77,9 @@ class BoundTCPStore(dist.TCPStore):
 def _record_child_failures(failures: dict, attempt: int) -> None:
     """One record per failed rank that did not record its own failure (a signal, os._exit)."""
     for rank, process in failures.items():
-        if process.signal_name() != "<N/A>":
+        if process.signal_name() == "SIGTERM":  # the agent stopped it: another rank failed
+            code, what = 128 - process.exitcode, "was stopped by SIGTERM"
+        elif process.signal_name() != "<N/A>":
             code, what = 128 - process.exitcode, f"was killed by {process.signal_name()}"
         else:
             code, what = process.exitcode, f"exited with code {process.exitcode}"

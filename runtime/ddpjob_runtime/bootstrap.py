@@ -90,6 +90,8 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str,
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if env.platform.get("status_file"):
+        variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
     if env.platform.get("checkpoint_s3_uri"):
         variables[CHECKPOINT_URI_ENV] = str(env.platform["checkpoint_s3_uri"])
     return variables

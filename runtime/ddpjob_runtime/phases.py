@@ -9,10 +9,14 @@ import time
 from pathlib import Path
 
 PHASES = ("Downloading", "Training", "Uploading")
+STATUS_FILE_ENV = "DDPJOB_STATUS_FILE"  # the status file, for the torchrun agent's restarts
 
 
-def write_phase(status_file: str | Path | None, phase: str) -> None:
-    """Replace `status_file` with `{"phase": phase, "time": <epoch s>}`; no-op without a file."""
+def write_phase(status_file: str | Path | None, phase: str, message: str | None = None) -> None:
+    """Replace `status_file` with `{"phase": phase, "time": <epoch s>}`; no-op without a file.
+
+    `message` (e.g. `restart 1 of 2 after: ...`) goes into the job's status history.
+    """
     if not status_file:
         return
     if phase not in PHASES:
@@ -23,7 +27,8 @@ def write_phase(status_file: str | Path | None, phase: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump({"phase": phase, "time": time.time()}, f)
+            info = {"phase": phase, "time": time.time()}
+            json.dump({**info, "message": message} if message else info, f)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

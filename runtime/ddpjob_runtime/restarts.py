@@ -11,7 +11,7 @@ stopping its workers and starting the next ones, every agent:
    fresh store for the next attempt's workers (the old store still holds the last attempt's
    keys: gloo's addresses, the init barrier's counters);
 3. every other agent waits for that and brings the checkpoint down; every agent logs
-   `restart 1 of N after: <cause>` and adds it to the host's restart log.
+   `restart 1 of N after: <cause>` and adds it to the host's restart log and status file.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import checkpoints, failure
+from ddpjob_runtime import checkpoints, failure, phases
 
 log = logging.getLogger("ddpjob_runtime.restarts")
 
@@ -113,4 +113,5 @@ def prepare(
     log.warning("%s (resuming from %s)", line,
                 f"checkpoint step {resume}" if resume is not None else "the start")
     failure.record_restart(record_dir, line)
+    phases.write_phase(os.environ.get(phases.STATUS_FILE_ENV), "Training", message=line)
     return NextAttempt(attempt, decision["cause"], resume, int(decision["port"]))

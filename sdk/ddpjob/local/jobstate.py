@@ -69,3 +69,15 @@ def move(
         state["training_start_time"] = now
     state["secondary_status"] = new.value
     state["last_modified_time"] = now
+
+
+def note(state: dict[str, Any], message: str, now: float | None = None) -> bool:
+    """Record `message` (a worker restart) as a new Training transition; only while Training."""
+    if status(state) is not SecondaryStatus.TRAINING:
+        return False
+    now = time.time() if now is None else now
+    state["transitions"][-1].setdefault("EndTime", now)
+    state["transitions"].append({"Status": status(state).value, "StartTime": now,
+                                 "StatusMessage": message})  # fmt: skip
+    state["last_modified_time"] = now
+    return True

@@ -75,6 +75,12 @@ def _read_phase(path: Path) -> str:
         return "Starting"
 
 
+def _read_message(path: Path) -> str | None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        return json.loads(path.read_text()).get("message")
+    return None
+
+
 class Supervisor:
     """Runs the job `name` of `store` to its end."""
 
@@ -90,6 +96,7 @@ class Supervisor:
         self.signalled = False
         self.kill_at: float | None = None
         self.exited_at: dict[str, float] = {}
+        self.noted: set[str] = set()  # the hosts' status messages already in the history
 
     # --- state on disk -------------------------------------------------------------------
 
@@ -186,6 +193,11 @@ class Supervisor:
         new = advance(current, job_progress(phases))
         if new is not current:
             self._move(new)
+        for host in self.hosts:  # worker restarts, told by every host: noted once
+            message = _read_message(hostroot.status_file(self.job_dir, host))
+            if message and message not in self.noted:
+                self.noted.add(message)
+                self.store.update(self.name, functools.partial(jobstate.note, message=message))
 
     def _watch(self) -> None:
         known: dict[str, int | None] = {}

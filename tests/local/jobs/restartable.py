@@ -18,6 +18,7 @@ parser.add_argument("--victim", type=int, default=-1)
 parser.add_argument("--kill-at", type=int, default=3)
 parser.add_argument("--always", default="false")
 args = parser.parse_args()
+always = args.always.lower() == "true"
 attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
 dist.init_process_group("gloo")
 rank = dist.get_rank()
@@ -26,7 +27,7 @@ loaded = state["step"] if state is not None else None
 first = loaded + 1 if loaded is not None else 0
 print(f"rank {rank} attempt {attempt} loaded {loaded} first {first}", flush=True)
 for step in range(first, args.steps):
-    if rank == args.victim and step == args.kill_at and (attempt == 0 or args.always == "true"):
+    if rank == args.victim and step == args.kill_at and (attempt == 0 or always):
         os.kill(os.getpid(), signal.SIGKILL)
     dist.all_reduce(torch.ones(1))
     if checkpoints.save({"step": step}, step=step):
