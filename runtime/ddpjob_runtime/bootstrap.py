@@ -88,6 +88,8 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str,
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if env.platform.get("status_file"):
+        variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
     if env.platform.get("checkpoint_s3_uri"):
         variables[contract.ENV_CHECKPOINT_URI] = str(env.platform["checkpoint_s3_uri"])
     return variables
@@ -124,6 +126,7 @@ def _command(env: TrainingEnvironment, gpus: int, entry: str) -> list[str]:
         master_port=port,
         entry=entry,
         args=args,
+        max_restarts=launcher.max_restarts(hps),
     )
 
 
@@ -140,7 +143,11 @@ def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: P
     if first is not None:
         when = first.time
         tb = "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
-        text = failure.reason(env.current_host, first.rank, first.exit_code, first.exception, tb)
+        restarted = failure.restarts(_record_dir(tmp_dir))  # before the traceback: it is cut
+        details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
+        text = failure.reason(
+            env.current_host, first.rank, first.exit_code, first.exception, details + tb
+        )
         code = first.exit_code
     elif result.stopped_by is not None:
         code = 128 + result.stopped_by

@@ -230,6 +230,21 @@ def _upload(folder: Path, uri: str) -> None:
     storage.upload_file(folder / MANIFEST, storage.join(target, MANIFEST))
 
 
+def upload_if_missing(folder: Path, uri: str) -> None:
+    """Upload the complete local checkpoint `folder` unless `uri` already holds it complete.
+
+    Used before a worker restart: rank 0 may have been stopped while uploading it.
+    """
+    manifest = local_complete(folder)
+    if manifest is None:
+        raise CheckpointError(f"{folder}: not a complete checkpoint")
+    remote = _remote_listing(uri).get(manifest.step, {})
+    if MANIFEST in remote and manifest.is_complete(remote):
+        return
+    log.info("uploading checkpoint %s to %s (its upload was interrupted)", folder, uri)
+    _upload(folder, uri)
+
+
 def _prune_local(root: Path, keep: int) -> None:
     """Keep the newest `keep` complete checkpoints; drop older ones and older leftovers."""
     complete = complete_steps(root)

@@ -44,12 +44,13 @@ def train_command() -> list[str]:
     return [found]
 
 
-def read_phase(path: Path) -> str:
-    """The phase a host's runtime last wrote ("Starting" until it wrote one)."""
+def read_status(path: Path) -> dict[str, Any]:
+    """What a host's runtime last wrote to its status file ({} until it wrote one)."""
     try:
-        return str(json.loads(path.read_text())["phase"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "Starting"
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
 
 
 class Hosts:
@@ -95,8 +96,15 @@ class Hosts:
         return self.job_dir / "logs" / f"{host}.log"
 
     def phases(self) -> dict[str, str]:
-        """host -> the phase its runtime last wrote."""
-        return {h: read_phase(hostroot.status_file(self.job_dir, h)) for h in self.names}
+        """host -> the phase its runtime last wrote ("Starting" until it wrote one)."""
+        return {h: str(read_status(hostroot.status_file(self.job_dir, h)).get("phase", "Starting"))
+                for h in self.names}
+
+    def messages(self) -> set[str]:
+        """The messages the hosts' runtimes last wrote beside their phase (worker restarts)."""
+        found = (read_status(hostroot.status_file(self.job_dir, h)).get("message")
+                 for h in self.names)
+        return {m for m in found if isinstance(m, str)}
 
     def exit_codes(self) -> dict[str, int | None]:
         """host -> exit code, None while it runs."""

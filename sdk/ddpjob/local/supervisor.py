@@ -46,6 +46,7 @@ class Supervisor:
         self.signalled = False
         self.metrics = metrics.MetricCollector(
             self.job_dir, self.request, {h: self.hosts.log_file(h) for h in self.hosts.names})
+        self.noted: set[str] = set()  # the hosts' status messages already in the history
 
     def _update(self, change) -> JobState:
         return self.store.update(self.name, change)
@@ -76,6 +77,13 @@ class Supervisor:
         if self.cause is not None:
             self.hosts.kill_if_overdue()
 
+    def _note_restarts(self) -> None:
+        """Each worker restart a host reported, once in the status history (every host reports
+        the same restart)."""
+        for message in sorted(self.hosts.messages() - self.noted):
+            self.noted.add(message)
+            self._update(lambda state, message=message: state.note(message))
+
     def _watch(self) -> None:
         recorded: dict[str, int | None] = {}
         while True:
@@ -85,6 +93,7 @@ class Supervisor:
                 self._update(lambda state, codes=codes: state.record_exit_codes(codes))
             decision = decide(seen)
             self._apply(decision, seen.exit_codes)
+            self._note_restarts()
             self.metrics.poll()
             if decision.done:
                 return
