@@ -91,6 +91,8 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str,
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if env.platform.get("status_file"):
+        variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
     if env.platform.get("checkpoint_s3_uri"):
         variables[contract.ENV_CHECKPOINT_URI] = str(env.platform["checkpoint_s3_uri"])
     return variables
@@ -127,6 +129,7 @@ def _command(env: TrainingEnvironment, gpus: int, entry: str) -> list[str]:
         master_port=port,
         entry=entry,
         args=args,
+        max_restarts=launcher.max_restarts(hps),
     )
 
 
@@ -143,7 +146,11 @@ def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: P
     if first is not None:
         when = first.time
         tb = "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
-        text = failure.reason(env.current_host, first.rank, first.exit_code, first.exception, tb)
+        restarted = failure.restarts(_record_dir(tmp_dir))  # before the traceback: it is cut
+        details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
+        text = failure.reason(
+            env.current_host, first.rank, first.exit_code, first.exception, details + tb
+        )
         code = first.exit_code
     elif result.stopped_by is not None:
         code = 128 + result.stopped_by
@@ -170,6 +177,18 @@ def _tar(folder: Path, archive: Path) -> None:
             tar.add(child, arcname=child.name)
 
 
+def upload_results(model_dir: Path, output_data_dir: Path, prefix: str) -> None:
+    """`model_dir` and `output_data_dir` as `<prefix>/model.tar.gz` and `<prefix>/output.tar.gz`."""
+    from ddpjob_runtime import storage
+
+    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
+        for folder, name in ((model_dir, "model.tar.gz"), (output_data_dir, "output.tar.gz")):
+            archive = Path(tmp) / name
+            _tar(folder, archive)
+            log.info("uploading %s to %s/%s", folder, prefix, name)
+            storage.upload_file(archive, f"{prefix}/{name}")
+
+
 def _upload_results(env: TrainingEnvironment) -> None:
     """model/ and output/data/ as tar.gz under `<output_path>/<job_name>/output/`."""
     output_path = env.platform.get("output_path")
@@ -178,16 +197,8 @@ def _upload_results(env: TrainingEnvironment) -> None:
     from ddpjob_runtime import storage
 
     phases.write_phase(env.platform.get("status_file"), "Uploading")
-    prefix = storage.join(str(output_path), env.job_name, "output")
-    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
-        for folder, name in (
-            (env.model_dir, "model.tar.gz"),
-            (env.output_data_dir, "output.tar.gz"),
-        ):
-            archive = Path(tmp) / name
-            _tar(folder, archive)
-            log.info("uploading %s to %s/%s", folder, prefix, name)
-            storage.upload_file(archive, f"{prefix}/{name}")
+    upload_results(env.model_dir, env.output_data_dir,
+                   storage.join(str(output_path), env.job_name, "output"))
 
 
 def _train(env: TrainingEnvironment, tmp_dir: Path) -> int:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, fsutil, storage
+from ddpjob_runtime import contract, environment, fsutil, storage
 from ddpjob_runtime.checkpoint_layout import (
     MANIFEST,
     STATE,
@@ -47,11 +47,15 @@ DEFAULT_KEEP = 3
 
 
 def checkpoint_dir() -> Path:
-    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR, else <job root>/checkpoints."""
+    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR (set by ddpjob's runtime), else the
+    folder SageMaker syncs with CheckpointConfig.S3Uri: checkpointconfig.json's LocalPath, else
+    <job root>/checkpoints. On SageMaker's own PyTorch container there is no ddpjob runtime and
+    no DDPJOB_CHECKPOINT_URI: SageMaker uploads what lands there and brings it back down."""
     if os.environ.get(contract.ENV_CHECKPOINT_DIR):
         return Path(os.environ[contract.ENV_CHECKPOINT_DIR])
-    root = os.environ.get(contract.ENV_ROOT) or contract.DEFAULT_ROOT
-    return Path(root) / contract.CHECKPOINTS_DIR
+    root = environment.job_root()
+    config = environment.read_config(root, contract.CHECKPOINT_CONFIG_FILE)
+    return environment.checkpoint_local_dir(root, config)
 
 
 def _rank() -> int:
@@ -224,6 +228,21 @@ def _upload(folder: Path, uri: str) -> None:
     for name in read_manifest(folder).files:
         storage.upload_file(file_path(folder, name), storage.join(target, name))
     storage.upload_file(folder / MANIFEST, storage.join(target, MANIFEST))
+
+
+def upload_if_missing(folder: Path, uri: str) -> None:
+    """Upload the complete local checkpoint `folder` unless `uri` already holds it complete.
+
+    Used before a worker restart: rank 0 may have been stopped while uploading it.
+    """
+    manifest = local_complete(folder)
+    if manifest is None:
+        raise CheckpointError(f"{folder}: not a complete checkpoint")
+    remote = _remote_listing(uri).get(manifest.step, {})
+    if MANIFEST in remote and manifest.is_complete(remote):
+        return
+    log.info("uploading checkpoint %s to %s (its upload was interrupted)", folder, uri)
+    _upload(folder, uri)
 
 
 def _prune_local(root: Path, keep: int) -> None:

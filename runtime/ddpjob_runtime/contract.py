@@ -37,6 +37,7 @@ MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
 MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
 INSTANCE_TYPE = "sagemaker_instance_type"
 PROCESSES_PER_HOST = "ddpjob_processes_per_host"
+MAX_RESTARTS = "ddpjob_max_restarts"  # worker restarts torchrun may do
 
 # ---------------------------------------------------------------- environment variables
 ENV_ROOT = "SAGEMAKER_BASE_DIR"
@@ -44,6 +45,8 @@ ENV_TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
 ENV_CHECKPOINT_DIR = "DDPJOB_CHECKPOINT_DIR"
 ENV_CHECKPOINT_URI = "DDPJOB_CHECKPOINT_URI"
 ENV_FAILURE_DIR = "DDPJOB_FAILURE_DIR"
+ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
+ENV_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"  # torchrun's attempt number, 0 first
 ENV_S3_MULTIPART_THRESHOLD = "DDPJOB_S3_MULTIPART_THRESHOLD"
 ENV_S3_MULTIPART_CHUNKSIZE = "DDPJOB_S3_MULTIPART_CHUNKSIZE"
 ENV_S3_MAX_CONCURRENCY = "DDPJOB_S3_MAX_CONCURRENCY"
@@ -56,3 +59,4 @@ REPORTED_PHASES = HOST_PHASES[1:4]  # the ones the runtime writes to its status 
 MAX_JOB_NAME = 63
 JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 MAX_HYPERPARAMETERS, MAX_HYPERPARAMETER_NAME, MAX_HYPERPARAMETER_VALUE = 100, 256, 2500
+MAX_RESTARTS_LIMIT = 100

@@ -128,13 +128,26 @@ class TrainingEnvironment:
     @property
     def checkpoint_dir(self) -> Path:
         """checkpointconfig.json's LocalPath (an `/opt/ml/...` path is mapped under the root)."""
-        local = self.checkpoint_config.get("LocalPath")
-        if not local:
-            return self.root / "checkpoints"
-        path = Path(local)
-        if path.is_relative_to(DEFAULT_ROOT) and self.root != Path(DEFAULT_ROOT):
-            return self.root / path.relative_to(DEFAULT_ROOT)
-        return path
+        return checkpoint_local_dir(self.root, self.checkpoint_config)
+
+
+def checkpoint_local_dir(root: Path, checkpoint_config: dict[str, Any]) -> Path:
+    """The checkpoint folder SageMaker syncs: `LocalPath` (default `/opt/ml/checkpoints`), an
+    `/opt/ml/...` path mapped under `root` when the root is elsewhere (a local host)."""
+    local = checkpoint_config.get("LocalPath")
+    if not local:
+        return root / contract.CHECKPOINTS_DIR
+    path = Path(local)
+    if path.is_relative_to(DEFAULT_ROOT) and root != Path(DEFAULT_ROOT):
+        return root / path.relative_to(DEFAULT_ROOT)
+    return path
+
+
+def read_config(root: Path, name: str, required: bool = False) -> dict[str, Any]:
+    """The JSON object `input/config/<name>` under `root`; {} when it is optional and missing."""
+    path = root / contract.CONFIG_DIR / name
+    value = _read_json(path, required)
+    return {} if value is None else _object(path, value)
 
 
 def _read_json(path: Path, required: bool) -> Any:
@@ -175,15 +188,13 @@ def read_environment(root: Path | None = None) -> TrainingEnvironment:
     Raises `RuntimeContractError` naming the file and the problem.
     """
     root = (root or job_root()).absolute()
-    config = root / contract.CONFIG_DIR
 
     def read(name: str, required: bool) -> dict[str, Any]:
-        path = config / name
-        value = _read_json(path, required)
-        return {} if value is None else _object(path, value)
+        return read_config(root, name, required)
 
     resource_config = read(contract.RESOURCE_CONFIG_FILE, required=True)
-    _check_resource_config(config / contract.RESOURCE_CONFIG_FILE, resource_config)
+    _check_resource_config(
+        root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE, resource_config)
     return TrainingEnvironment(
         root=root,
         hyperparameters=decode_hyperparameters(read(contract.HYPERPARAMETERS_FILE, required=True)),

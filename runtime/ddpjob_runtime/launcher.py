@@ -63,6 +63,19 @@ def processes_per_host(hyperparameters: Mapping[str, Any], gpus: int) -> int:
     return gpus or 1
 
 
+def max_restarts(hyperparameters: Mapping[str, Any]) -> int:
+    """Worker restarts allowed (`ddpjob_max_restarts`, torchrun's `--max_restarts`), default 0."""
+    value = hyperparameters.get("ddpjob_max_restarts", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+        0 <= value <= contract.MAX_RESTARTS_LIMIT
+    ):
+        raise RuntimeContractError(
+            f"hyperparameter 'ddpjob_max_restarts' must be an integer from 0 to "
+            f"{contract.MAX_RESTARTS_LIMIT}, got {value!r}"
+        )
+    return value
+
+
 def worker_command(entry: str, args: Sequence[str]) -> list[str]:
     """The wrapper each worker runs (module form so that launchers pass it through)."""
     return ["-m", WORKER_MODULE, entry, *args]
@@ -77,6 +90,7 @@ def torchrun_command(
     master_port: int,
     entry: str,
     args: Sequence[str],
+    max_restarts: int = 0,
 ) -> list[str]:
     """torchrun (through `ddpjob_runtime.agent`) with a static rendezvous on the first host."""
     return [
@@ -88,7 +102,7 @@ def torchrun_command(
         f"--nproc_per_node={nproc}",
         f"--master_addr={master_addr}",
         f"--master_port={master_port}",
-        "--max_restarts=0",
+        f"--max_restarts={max_restarts}",
         *worker_command(entry, args),
     ]
 

@@ -128,6 +128,20 @@ class BaseSession(abc.ABC):
         """The TrainingJobSummaries that ListTrainingJobs returns for `filters` (e.g.
         NameContains, StatusEquals, SortBy), across pages, at most `max_results` of them."""
 
+    def metric_series(self, job_name: str,
+                      metric_names: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every `{"timestamp", "metric_name", "value"}` of the metrics `metric_names` (default:
+        the job's MetricDefinitions), oldest first, in seconds since its training started."""
+        job = self.describe(job_name)
+        if metric_names is None:
+            definitions = job.get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+            metric_names = [d["Name"] for d in definitions]
+        return self._metric_series(job, metric_names)
+
+    @abc.abstractmethod
+    def _metric_series(self, job: dict[str, Any],
+                       metric_names: list[str]) -> list[dict[str, Any]]: ...
+
     @abc.abstractmethod
     def _describe(self, job_name: str) -> dict[str, Any]: ...
 

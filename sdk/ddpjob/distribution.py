@@ -11,7 +11,9 @@ strictly and returns raw (not yet JSON-encoded) values. Accepted forms, on any i
     {"mpi": {"enabled": True, "processes_per_host": 2, "custom_mpi_options": ""}}
 
 plus ddpjob's top-level `"processes_per_host": N` (workers per host, e.g. CPU workers), which
-becomes `ddpjob_processes_per_host` and, with no strategy enabled, implies torch_distributed.
+becomes `ddpjob_processes_per_host` and, with no strategy enabled, implies torch_distributed,
+and `"max_restarts": N` (0..100, default 0: worker restarts, torchrun's `--max_restarts`), which
+becomes `ddpjob_max_restarts`.
 A strategy given with `"enabled": False` (and nothing else) sends what the official SDK sends
 for it (its flag false, or nothing).
 """
@@ -23,6 +25,8 @@ from typing import Any
 
 from ddpjob_runtime.contract import (  # the hyperparameter names, spelled once
     INSTANCE_TYPE,
+    MAX_RESTARTS,
+    MAX_RESTARTS_LIMIT,
     MPI,
     MPI_OPTIONS,
     MPI_PROCESSES,
@@ -110,9 +114,9 @@ def distribution_hyperparameters(
         if key in _OTHER_STRATEGIES:
             raise _fail(f"{key!r} is not supported by ddpjob; use one of "
                         f"{', '.join(STRATEGIES)}")
-        if key not in (*STRATEGIES, "processes_per_host"):
+        if key not in (*STRATEGIES, "processes_per_host", "max_restarts"):
             raise _fail(f"unknown key {key!r}; allowed: {', '.join(STRATEGIES)}, "
-                        f"processes_per_host")
+                        f"processes_per_host, max_restarts")
 
     given = {name: distribution[name] for name in STRATEGIES if name in distribution}
     parsed = {
@@ -152,7 +156,20 @@ def distribution_hyperparameters(
         if not enabled:  # workers per host need a launcher: torchrun
             hps = {TORCH_DISTRIBUTED: True, INSTANCE_TYPE: instance_type}
         hps[PROCESSES_PER_HOST] = per_host
+    if "max_restarts" in distribution:
+        hps[MAX_RESTARTS] = _max_restarts(distribution["max_restarts"], hps)
     return hps
+
+
+def _max_restarts(value: Any, hps: dict[str, Any]) -> int:
+    """Worker restarts: 0..100, and only where torchrun runs the workers (it restarts them)."""
+    if type(value) is not int or not 0 <= value <= MAX_RESTARTS_LIMIT:  # bool is not int here
+        raise _fail(f"max_restarts must be an integer from 0 to {MAX_RESTARTS_LIMIT}, "
+                    f"got {value!r}")
+    if value and not any(hps.get(flag) is True for flag in (TORCH_DISTRIBUTED, PYTORCH_DDP, SMDDP)):
+        raise _fail("max_restarts needs torchrun to restart the workers: add "
+                    f"{_EXAMPLE[1:-1]} or processes_per_host")
+    return value
 
 
 def _smddp(dataparallel: dict[str, Any], instance_type: str) -> dict[str, Any]:

@@ -8,11 +8,16 @@ time 0. Symlinks are followed, like the official SDK, but never out of their fol
 because they are regenerated junk that would change the bytes without changing the code:
 `__pycache__/`, `*.pyc`, `*.pyo`, `.ipynb_checkpoints/` and `.DS_Store`. A file over 100 MB is
 packed with a warning naming it.
+
+With `include_runtime`, the pure-Python `ddpjob_runtime` package is packed at the root too, beside
+the user's files: a job on SageMaker's own PyTorch container (which holds torch and SageMaker's
+training toolkits, not ddpjob) imports `ddpjob_runtime...` from its code folder, as on our backend.
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import logging
 import os
 import stat
@@ -28,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 ARCHIVE_NAME = contract.SOURCE_ARCHIVE
 LARGE_FILE_BYTES = 100 * 1000 * 1000  # users forget datasets and checkpoints in source_dir
+RUNTIME_PACKAGE = "ddpjob_runtime"
 EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 EXCLUDED_FILES = frozenset({".DS_Store"})
@@ -134,7 +140,28 @@ def _members(path: Path, arcname: str, root: Path,
     return found
 
 
-def archive_members(spec: SourceSpec) -> list[tuple[str, Path]]:
+def runtime_source() -> Path:
+    """The folder of the installed `ddpjob_runtime` package (found without importing it)."""
+    spec = importlib.util.find_spec(RUNTIME_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the {RUNTIME_PACKAGE} package is not installed beside ddpjob")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def check_runtime_name_free(spec: SourceSpec) -> None:
+    """UserInputError when the user's code has its own top-level `ddpjob_runtime` (folder or
+    module): on the container one would shadow the other."""
+    taken = {RUNTIME_PACKAGE, f"{RUNTIME_PACKAGE}.py"}
+    roots = [p for p in spec.source_dir.iterdir() if p.name in taken] if spec.source_dir else []
+    clash = next(iter(roots + [d for d in spec.dependencies if d.name in taken]), None)
+    if clash is not None:
+        raise UserInputError(
+            f"source_dir/dependencies: {os.fspath(clash)!r} is named like ddpjob's runtime, "
+            f"which is packed beside your code for SageMaker's PyTorch container; rename it"
+        )
+
+
+def archive_members(spec: SourceSpec, include_runtime: bool = False) -> list[tuple[str, Path]]:
     """What `pack` puts into the archive, in order: `(name in the archive, local path)`."""
     if spec.source_dir is not None:
         members = _members(spec.source_dir, "", spec.source_dir)
@@ -143,6 +170,9 @@ def archive_members(spec: SourceSpec) -> list[tuple[str, Path]]:
         members = [(path.name, path)]
     for dependency in spec.dependencies:
         members.extend(_members(dependency, dependency.name, dependency))
+    if include_runtime:
+        check_runtime_name_free(spec)
+        members.extend(_members(runtime_source(), RUNTIME_PACKAGE, runtime_source()))
     names = [name for name, _ in members]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -161,12 +191,15 @@ def _tarinfo(name: str, path: Path) -> tarfile.TarInfo:
     return info
 
 
-def pack(spec: SourceSpec, target: str | os.PathLike) -> str:
-    """Write the deterministic `sourcedir.tar.gz` of `spec` to `target`; return its sha256."""
+def pack(spec: SourceSpec, target: str | os.PathLike, include_runtime: bool = False) -> str:
+    """Write the deterministic `sourcedir.tar.gz` of `spec` to `target`; return its sha256.
+
+    `include_runtime`: also pack `ddpjob_runtime` at the archive's root (for SageMaker's own
+    PyTorch container, which does not have ddpjob installed)."""
     with open(target, "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, path in archive_members(spec):
+        for name, path in archive_members(spec, include_runtime):
             info = _tarinfo(name, path)
             if info.isdir():
                 tar.addfile(info)

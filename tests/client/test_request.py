@@ -48,6 +48,9 @@ FORMS: list[tuple[str, dict, dict[str, str]]] = [
     ("torchrun-with-processes", {"torch_distributed": {"enabled": True}, "processes_per_host": 2},
      {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": f'"{TYPE}"',
       "ddpjob_processes_per_host": "2"}),
+    ("torchrun-with-restarts", {"torch_distributed": {"enabled": True}, "max_restarts": 2},
+     {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": f'"{TYPE}"',
+      "ddpjob_max_restarts": "2"}),
     ("none", None, {}),
 ]
 

@@ -134,3 +134,61 @@ def test_a_clean_multi_host_run_binds_loopback_and_prints_no_traceback(
     assert watch.seen == {"127.0.0.1"}, watch.seen
     assert_no_processes(session.home, timeout_s=10)
     assert not list(session.job_dir("clean-4x1").glob("hosts/*/tmp"))
+
+
+def _restartable_job(
+    session: LocalSession, tmp_path: Path, name: str, budget: int, **hps: str
+) -> dict:
+    """restartable.py on 2 hosts x 2 workers, rank 3 killed at step 3, checkpoints in file://."""
+    source = source_tar(tmp_path / "src", JOBS / "restartable.py")
+    request = training_request(
+        session, name, source, "restartable.py", hosts=2, workers=2,
+        hyperparameters={"victim": "3", "ddpjob_max_restarts": str(budget), **hps},
+        CheckpointConfig={"S3Uri": (tmp_path / "checkpoints").as_uri()},
+    )  # fmt: skip
+    session.sagemaker_client.create_training_job(**request)
+    job = wait_until_ended(session, name)
+    assert_no_processes(session.home, timeout_s=10)
+    return job
+
+
+_KILLED = "host algo-2, rank 3, exit code 137: the worker was killed by SIGKILL"
+
+
+def test_a_killed_rank_restarts_every_worker_from_the_latest_checkpoint(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    job = _restartable_job(session, tmp_path, "restart-once", budget=1)
+    assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+    logs = {h: log_text(session, "restart-once", h) for h in ("algo-1", "algo-2")}
+    for text in logs.values():
+        # Every host's agent restarted its workers, and says why.
+        assert f"restart 1 of 1 after: {_KILLED}" in text, text[-3000:]
+    text = "\n".join(logs.values())
+    for rank in range(4):
+        # Step 2 was the last complete checkpoint before rank 3 died at the start of step 3.
+        assert f"rank {rank} attempt 0 loaded None first 0" in text
+        assert f"rank {rank} attempt 1 loaded 2 first 3" in text, text[-3000:]
+        assert f"rank {rank} done" in text
+    history = [t["StatusMessage"] for t in job["SecondaryStatusTransitions"]]
+    assert any(_KILLED in message for message in history), history
+
+
+def test_without_a_restart_budget_a_killed_rank_fails_the_job(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    job = _restartable_job(session, tmp_path, "restart-none", budget=0)
+    assert job["TrainingJobStatus"] == "Failed"
+    assert job["FailureReason"].startswith(f"AlgorithmError: {_KILLED}"), job["FailureReason"]
+    assert "restart" not in job["FailureReason"]
+    assert "attempt 1" not in log_text(session, "restart-none", "algo-2")
+
+
+def test_a_spent_restart_budget_lists_each_restart_in_the_failure_reason(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    job = _restartable_job(session, tmp_path, "restart-spent", budget=1, always="true")
+    assert job["TrainingJobStatus"] == "Failed"
+    reason = job["FailureReason"]
+    assert reason.startswith(f"AlgorithmError: {_KILLED}"), reason
+    assert f"- restart 1 of 1 after: {_KILLED}" in reason, reason

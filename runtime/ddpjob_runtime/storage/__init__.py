@@ -110,7 +110,7 @@ def upload_file(path: str | os.PathLike, uri: str, *, sha256: str | None = None,
         uri = join(uri, source.name)
     target = parse(uri)
     if not source.is_file():
-        raise StorageError(f"upload to {uri} failed: {source} is not a file")
+        raise ObjectNotFoundError(f"upload to {uri} failed: {source} is not a file")
     if not target.is_s3:
         with _local_errors(uri, "upload to"):
             fsutil.copy_file(source, target.path)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob.local import gpus, proctree, responses, validation
+from ddpjob.local import gpus, metrics, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.local.supervisor import MODULE as SUPERVISOR_MODULE
@@ -107,7 +107,10 @@ class LocalSageMakerClient:
         validation.check_shape("DescribeTrainingJob", kwargs)
         name = self._known(kwargs["TrainingJobName"], "DescribeTrainingJob")
         state = self._seen(name)
-        return {**responses.describe(self.store.request(name), state), **copy.deepcopy(_OK)}
+        response = responses.describe(self.store.request(name), state)
+        if final := metrics.final_metric_data(self.store.job_dir(name)):
+            response["FinalMetricDataList"] = final
+        return {**response, **copy.deepcopy(_OK)}
 
     def stop_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Ask the job to stop: it moves to Stopping, then Stopped (StopTrainingJob)."""

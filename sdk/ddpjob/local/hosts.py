@@ -17,7 +17,7 @@ from typing import Any
 
 from ddpjob_runtime import processes
 
-from ddpjob.local import gpus, hostroot, proctree
+from ddpjob.local import dlc_host, gpus, hostroot, proctree
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -44,12 +44,13 @@ def train_command() -> list[str]:
     return [found]
 
 
-def read_phase(path: Path) -> str:
-    """The phase a host's runtime last wrote ("Starting" until it wrote one)."""
+def read_status(path: Path) -> dict[str, Any]:
+    """What a host's runtime last wrote to its status file ({} until it wrote one)."""
     try:
-        return str(json.loads(path.read_text())["phase"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "Starting"
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
 
 
 class Hosts:
@@ -82,9 +83,10 @@ class Hosts:
         for host, gpu_ids in zip(self.names, slices, strict=True):
             root = hostroot.prepare(self.request, host, port, self.job_dir,
                                     (staged or {}).get(host))
+            host_command = dlc_host.host_command(self.request, self.job_dir, host) or command
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(
-                    command, cwd=root, env=self._env(root, gpu_ids),
+                    host_command, cwd=root, env=self._env(root, gpu_ids),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=processes.ends_with_this_process(),
                 )  # fmt: skip
@@ -96,8 +98,15 @@ class Hosts:
         return self.job_dir / "logs" / f"{host}.log"
 
     def phases(self) -> dict[str, str]:
-        """host -> the phase its runtime last wrote."""
-        return {h: read_phase(hostroot.status_file(self.job_dir, h)) for h in self.names}
+        """host -> the phase its runtime last wrote ("Starting" until it wrote one)."""
+        return {h: str(read_status(hostroot.status_file(self.job_dir, h)).get("phase", "Starting"))
+                for h in self.names}
+
+    def messages(self) -> set[str]:
+        """The messages the hosts' runtimes last wrote beside their phase (worker restarts)."""
+        found = (read_status(hostroot.status_file(self.job_dir, h)).get("message")
+                 for h in self.names)
+        return {m for m in found if isinstance(m, str)}
 
     def exit_codes(self) -> dict[str, int | None]:
         """host -> exit code, None while it runs."""

@@ -125,6 +125,18 @@ class JobState:
         self._set_state(final, reason.split("\n", 1)[0] if reason else None, now)
         return True
 
+    def note(self, message: str, now: float | None = None) -> bool:
+        """Record `message` (a worker restart) in the history as a new Training entry; the
+        status stays Training. False (nothing recorded) in any other status."""
+        if self.status is not S.TRAINING:
+            return False
+        now = time.time() if now is None else now
+        self.transitions[-1].setdefault("EndTime", now)
+        self.transitions.append({"Status": S.TRAINING.value, "StartTime": now,
+                                 "StatusMessage": message})  # fmt: skip
+        self.last_modified_time = now
+        return True
+
     def with_lost_supervisor(self, log_path: str) -> JobState:
         """What this running job is once its supervisor is gone (a copy: readers never write).
 

@@ -121,6 +121,15 @@ class LocalSession(BaseSession):
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
             self._client.create_reserved(request)
 
+    def _metric_series(self, job: dict[str, Any],
+                       metric_names: list[str]) -> list[dict[str, Any]]:
+        from ddpjob.local import metrics
+
+        start = (job.get("TrainingStartTime") or job["CreationTime"]).timestamp()
+        found = metrics.series(self.job_dir(job["TrainingJobName"]))
+        return [{"timestamp": r["Timestamp"] - start, "metric_name": r["MetricName"],
+                 "value": r["Value"]} for r in found if r["MetricName"] in metric_names]
+
     def _describe(self, job_name: str) -> dict[str, Any]:
         with aws_errors("DescribeTrainingJob", job_name=job_name, local_home=str(self.home)):
             return self._client.describe_training_job(TrainingJobName=job_name)

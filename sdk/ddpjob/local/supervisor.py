@@ -20,7 +20,7 @@ from pathlib import Path
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, staging
+from ddpjob.local import failure_cause, metrics, staging
 from ddpjob.local.decision import Decision, Observation, decide
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import JobState
@@ -45,6 +45,9 @@ class Supervisor:
         self.failed_host: str | None = None
         self.internal_error: str | None = None
         self.signalled = False
+        self.metrics = metrics.MetricCollector(
+            self.job_dir, self.request, {h: self.hosts.log_file(h) for h in self.hosts.names})
+        self.noted: set[str] = set()  # the hosts' status messages already in the history
 
     def _update(self, change) -> JobState:
         return self.store.update(self.name, change)
@@ -75,6 +78,13 @@ class Supervisor:
         if self.cause is not None:
             self.hosts.kill_if_overdue()
 
+    def _note_restarts(self) -> None:
+        """Each worker restart a host reported, once in the status history (every host reports
+        the same restart)."""
+        for message in sorted(self.hosts.messages() - self.noted):
+            self.noted.add(message)
+            self._update(lambda state, message=message: state.note(message))
+
     def _watch(self) -> None:
         recorded: dict[str, int | None] = {}
         while True:
@@ -84,6 +94,8 @@ class Supervisor:
                 self._update(lambda state, codes=codes: state.record_exit_codes(codes))
             decision = decide(seen)
             self._apply(decision, seen.exit_codes)
+            self._note_restarts()
+            self.metrics.poll()
             if decision.done:
                 return
             time.sleep(POLL_S)
@@ -145,6 +157,7 @@ class Supervisor:
                 staging.release(self.store.home, self.job_dir, self.hosts.names)
             except Exception:  # noqa: BLE001 - the final status must still be written
                 log.exception("cleanup error")
+            self.metrics.poll(final=True)
             self._finish()
 
 

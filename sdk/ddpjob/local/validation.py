@@ -13,6 +13,8 @@ from typing import Any
 from ddpjob_runtime import contract
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
+from ddpjob.local import dlc_host, metrics
+
 LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
 URI_SCHEMES = ("s3://", "file://")
 
@@ -99,7 +101,9 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
         raise client_error(op, "ResourceConfig.InstanceGroups: local mode runs one group only; "
                                "use InstanceType and InstanceCount")
     kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
-    if kind not in LOCAL_INSTANCE_TYPES:
+    if problem := dlc_host.request_problem(request) or metrics.check(request):
+        raise client_error(op, problem)
+    if kind not in LOCAL_INSTANCE_TYPES and not dlc_host.is_dlc_request(request):
         raise client_error(
             op,
             f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' (CPU, "

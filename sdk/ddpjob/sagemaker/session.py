@@ -168,6 +168,16 @@ class Session(BaseSession):
         with aws_errors("CreateTrainingJob", request=request, region=self._region):
             self._sagemaker.create_training_job(**request)
 
+    def _metric_series(self, job: dict[str, Any],
+                       metric_names: list[str]) -> list[dict[str, Any]]:
+        from ddpjob.sagemaker.metrics import cloudwatch_series
+
+        name = job["TrainingJobName"]
+        with aws_errors("GetMetricStatistics", job_name=name, region=self._region):
+            return cloudwatch_series(
+                self.boto_session.client("cloudwatch", region_name=self.region_name), job,
+                metric_names)
+
     def _describe(self, job_name: str) -> dict[str, Any]:
         with aws_errors("DescribeTrainingJob", job_name=job_name, region=self._region):
             return self._sagemaker.describe_training_job(TrainingJobName=job_name)
