@@ -63,12 +63,15 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
     channels = env.platform.get("channels") or {}
     checkpoint_uri = env.platform.get("checkpoint_s3_uri")
     if channels:
-        from ddpjob_runtime import storage
+        from ddpjob_runtime import channels as staging
 
-        for name, uri in channels.items():
-            log.info("staging channel %s from %s", name, uri)
-            storage.download_prefix(uri, env.channel_dir(name))
-    if checkpoint_uri:
+        staging.stage(channels, env.channel_dir)
+    if checkpoint_uri and env.platform.get("staged_checkpoint"):
+        from ddpjob_runtime import channels as staging
+
+        staging.link_tree(Path(env.platform["staged_checkpoint"]), env.checkpoint_dir)
+        log.info("checkpoint restored: linked from the job's staged copy")
+    elif checkpoint_uri:
         from ddpjob_runtime import checkpoints
 
         step = checkpoints.restore_latest(checkpoint_uri, env.checkpoint_dir)
@@ -204,7 +207,8 @@ def _train(env: TrainingEnvironment, tmp_dir: Path) -> int:
     _prepare_folders(env)
     entry = env.entry_point
     if env.submit_directory:
-        sourcedir.fetch_source(env.submit_directory, env.code_dir)
+        sourcedir.fetch_source(env.platform.get("submit_directory") or env.submit_directory,
+                               env.code_dir)
     sourcedir.install_requirements(env.code_dir)
     check_entry_point(env.code_dir, entry)
     gpus = sm_variables.num_gpus()

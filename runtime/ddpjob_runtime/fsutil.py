@@ -7,13 +7,13 @@ its folder.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -23,19 +23,20 @@ TMP_SUFFIX = ".tmp"  # temp files of atomic writes end so; listings skip them
 _CHUNK = 8 * 1024 * 1024
 
 
-@contextmanager
+@contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
                 fsync: bool = False) -> Iterator[IO[bytes]]:
     """A temp file beside `path`, renamed onto `path` when the block ends without an error.
 
-    `mode` is the file's permission bits (0o600 for private files); `fsync` makes the data and
-    the rename durable before returning (checkpoints).
+    `mode` is the file's permission bits (0o600 for private files), less the process's umask as
+    for any new file (a local job's umask 077 keeps everything it writes private); `fsync`
+    makes the data and the rename durable before returning (checkpoints).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
-        os.fchmod(fd, mode)
+        os.fchmod(fd, mode & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -47,6 +48,18 @@ def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (/proc)."""
+    with contextlib.suppress(OSError, ValueError, IndexError), \
+            open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere: set and restore (the only portable way to read it)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int = 0o644,

@@ -157,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--step", type=_int_at_least(0),
                           help="with --checkpoint: this step, not the latest")
     _add_backend_options(download)
+
+    cache = commands.add_parser("cache", help="the local jobs' cache of S3 objects",
+                                description="Show or empty the cache of s3:// channel objects "
+                                            "under the local home (limit: DDPJOB_CACHE_MAX_GB).")
+    cache.add_argument("cache_command", choices=("info", "clear"))
+    cache.add_argument("--config", help="defaults file (default: $DDPJOB_CONFIG or "
+                                        "~/.ddpjob/config.yaml)")
     return parser
 
 
@@ -308,7 +315,22 @@ def _download(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download}
+def _cache(args: argparse.Namespace, config: Config) -> int:
+    from ddpjob.local.datacache import human_bytes
+    from ddpjob.local.staging import cache_of
+
+    cache = cache_of(_session(args, config, "local").home)
+    if args.cache_command == "clear":
+        print(f"{cache.root}: freed {human_bytes(cache.evict(0))}")
+    info = cache.info()
+    print(f"{info.root}: {info.entries:,} objects, {human_bytes(info.size)} (limit "
+          f"{human_bytes(info.max_size)}); in use by running jobs: {info.in_use:,} objects, "
+          f"{human_bytes(info.in_use_size)}")
+    return EXIT_OK
+
+
+_COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download,
+             "cache": _cache}
 
 
 def _error(message: str, *, bad_input: bool = False) -> None:

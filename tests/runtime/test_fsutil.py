@@ -40,5 +40,11 @@ def test_atomic_writes_are_whole_and_private(tmp_path: Path) -> None:
     assert os.listdir(path.parent) == ["state.json"]
     fsutil.write_text(path, "new")
     assert stat.S_IMODE(path.stat().st_mode) == 0o644 and path.read_text() == "new"
+    previous = os.umask(0o077)  # a local job's supervisor and hosts: private files only
+    try:
+        fsutil.copy_file(path, path.with_name("copy"))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.with_name("copy").stat().st_mode) == 0o600
     assert fsutil.sha256_file(path) == \
         "11507a0e2f5e69d5dfa40a62a1bd7b6ee57e6bcd85c67c9b8431b36fff21c437"

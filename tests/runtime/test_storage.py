@@ -90,6 +90,14 @@ def test_prefix_semantics_folder_not_siblings(s3_bucket: str, tmp_path: Path) ->
     # a URI naming one object brings that object alone
     one = storage.download_prefix(f"s3://{s3_bucket}/ckpt/run-10/other.txt", tmp_path / "one")
     assert one == [tmp_path / "one" / "other.txt"]
+    # list_prefix says what download_prefix brings, ETags included, relative to `folder`
+    listing = storage.list_prefix(f"s3://{s3_bucket}/ckpt/run-10/other.txt")
+    assert listing.folder == f"s3://{s3_bucket}/ckpt/run-10/"
+    assert [(o.key, o.size) for o in listing.objects] == [("other.txt", 1)]
+    folder = storage.list_prefix(f"s3://{s3_bucket}/ckpt/run-1")
+    assert folder.folder == f"s3://{s3_bucket}/ckpt/run-1/"
+    assert [o.key for o in folder.objects] == ["a.txt", "sub/b.txt"]
+    assert listing.objects[0].etag == folder.objects[0].etag is not None  # same content
 
 
 def test_many_small_files_and_delete_prefix(s3_bucket: str, tmp_path: Path) -> None:
@@ -132,6 +140,9 @@ def test_local_paths_and_file_uris(tmp_path: Path, as_file_uri: bool) -> None:
     assert _tree(tmp_path / "dl") == _tree(src)
     single = storage.download_prefix(uri(src / "a.txt"), tmp_path / "single")
     assert single == [tmp_path / "single" / "a.txt"]
+    listing = storage.list_prefix(uri(src / "a.txt"))
+    assert storage.parse(listing.folder).path == src
+    assert [(o.key, o.size) for o in listing.objects] == [("a.txt", 1)]
     storage.download_file(uri(src / "sub" / "b.txt"), tmp_path / "f.txt")
     assert (tmp_path / "f.txt").read_text() == "b"
     storage.delete_prefix(uri(tmp_path / "store" / "run-1"))

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ddpjob_runtime import fsutil
 from ddpjob_runtime.errors import ObjectNotFoundError, StorageError, UnsafePathError
@@ -25,10 +26,10 @@ from ddpjob_runtime.storage import s3
 from ddpjob_runtime.storage.s3 import client
 from ddpjob_runtime.storage.uris import Location, as_folder, is_bucket_name, is_s3, join, parse
 
-__all__ = ["Location", "ObjectInfo", "as_folder", "check_bucket", "client", "content_sha256",
-           "delete", "delete_prefix", "download_file", "download_prefix", "exists",
-           "is_bucket_name", "is_s3", "join", "list_objects", "parse", "read_bytes",
-           "sha256_file", "upload_dir", "upload_file"]
+__all__ = ["Listing", "Location", "ObjectInfo", "as_folder", "check_bucket", "client",
+           "content_sha256", "delete", "delete_prefix", "download_file", "download_objects",
+           "download_prefix", "exists", "is_bucket_name", "is_s3", "join", "list_objects",
+           "list_prefix", "parse", "read_bytes", "sha256_file", "upload_dir", "upload_file"]
 
 log = logging.getLogger(__name__)
 sha256_file = fsutil.sha256_file
@@ -195,6 +196,57 @@ def download_file(uri: str, path: str | os.PathLike, *, progress: bool = False) 
     return target
 
 
+class Listing(NamedTuple):
+    """What a URI brings down: `objects`, their keys relative to the folder URI `folder`."""
+
+    folder: str
+    objects: list[ObjectInfo]
+
+
+def list_prefix(uri: str) -> Listing:
+    """What `download_prefix(uri, ...)` brings, with sizes and ETags, without downloading it.
+
+    A `uri` naming one object or file (no trailing slash) lists that one alone, relative to its
+    own folder; otherwise `uri` is a folder. A missing local folder is an ObjectNotFoundError,
+    an empty or missing S3 prefix an empty listing.
+    """
+    source = parse(uri)
+    if not uri.endswith("/"):
+        if not source.is_s3 and source.path.is_file():
+            return Listing(as_folder(source.path.parent.as_uri()),
+                           [ObjectInfo(source.path.name, source.path.stat().st_size)])
+        if source.is_s3 and source.key:
+            with s3.errors(uri, "download of"):
+                single = s3.head(source.bucket, source.key)
+            if single is not None:
+                parent, _, name = source.key.rpartition("/")
+                return Listing(as_folder(f"s3://{source.bucket}/{parent}"),
+                               [ObjectInfo(name, single["ContentLength"], single.get("ETag"))])
+    if not source.is_s3 and not source.path.is_dir():
+        raise ObjectNotFoundError(f"download of {uri} failed: no such file or folder")
+    return Listing(as_folder(uri), list_objects(uri))
+
+
+def download_objects(folder: str, pairs: Sequence[tuple[ObjectInfo, Path]], *,
+                     progress: bool = False) -> None:
+    """Download each listed object of the folder URI `folder` to its path, in parallel (S3)."""
+    source = parse(folder)
+    if not source.is_s3:
+        with _local_errors(folder, "download of"):
+            for info, target in pairs:
+                fsutil.copy_file(source.path / info.key, target)
+        return
+    for _, target in pairs:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
+    # The listed size and ETag spare s3transfer its HeadObject per file.
+    s3.run_transfers(folder, "download of", [
+        lambda manager, subscribers, info=info, target=target: manager.download(
+            source.bucket, source.key + info.key, str(target),
+            subscribers=[s3.known_object(info.size, info.etag), *subscribers])
+        for info, target in pairs
+    ], sum(info.size for info, _ in pairs) if progress else None)
+
+
 def download_prefix(uri: str, local_dir: str | os.PathLike, *, keys: Sequence[str] | None = None,
                     progress: bool = False) -> list[Path]:
     """Bring everything under the folder `uri` (or only `keys`, relative) into `local_dir`.
@@ -202,40 +254,19 @@ def download_prefix(uri: str, local_dir: str | os.PathLike, *, keys: Sequence[st
     A `uri` naming one object or file (no trailing slash) brings that file alone; otherwise
     `uri` is a folder: `run-1` never pulls in `run-10/`. Returns the local paths written.
     """
-    source, folder = parse(uri), Path(local_dir)
+    folder = Path(local_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    if not uri.endswith("/") and keys is None:
-        if not source.is_s3 and source.path.is_file():
-            return [download_file(uri, folder / source.path.name)]
-        if source.is_s3 and source.key:
-            with s3.errors(uri, "download of"):
-                single = s3.head(source.bucket, source.key)
-            if single is not None:
-                return [download_file(uri, folder / Path(source.key).name)]
-    if not source.is_s3 and not source.path.is_dir():
-        raise ObjectNotFoundError(f"download of {uri} failed: no such file or folder")
-    infos = list_objects(uri)
-    if keys is not None:
+    if keys is None:
+        listing = list_prefix(uri)
+    else:
+        listing = list_prefix(as_folder(uri))
         wanted = set(keys)
-        infos = [info for info in infos if info.key in wanted]
-    targets = [_target(folder, info.key, uri) for info in infos]
-    if not source.is_s3:
-        with _local_errors(uri, "download of"):
-            for info, target in zip(infos, targets, strict=True):
-                fsutil.copy_file(source.path / info.key, target)
-        return targets
-    prefix = parse(as_folder(uri)).key
-    for target in targets:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    s3.run_transfers(uri, "download of", [
-        lambda manager, subscribers, info=info, target=target: manager.download(
-            source.bucket, prefix + info.key, str(target),
-            subscribers=[s3.known_object(info.size, info.etag), *subscribers])
-        for info, target in zip(infos, targets, strict=True)
-    ], sum(info.size for info in infos) if progress else None)
-    log.info("downloaded %d objects (%d bytes) from %s", len(infos),
-             sum(info.size for info in infos), uri)
-    return targets
+        listing = Listing(listing.folder, [i for i in listing.objects if i.key in wanted])
+    pairs = [(info, _target(folder, info.key, uri)) for info in listing.objects]
+    download_objects(listing.folder, pairs, progress=progress)
+    log.info("downloaded %d objects (%d bytes) from %s", len(pairs),
+             sum(info.size for info, _ in pairs), uri)
+    return [target for _, target in pairs]
 
 
 def read_bytes(uri: str) -> bytes:

@@ -32,9 +32,11 @@ def _write(path: Path, data: Any) -> None:
 
 
 def config_files(
-    request: dict[str, Any], host: str, master_port: int, job_dir: Path
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
+    staged: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """`{file name under input/config: content}` for `host`."""
+    """`{file name under input/config: content}` for `host`; `staged` is what the platform
+    staged for the whole job (added to platform.json; its `channels` replace the URIs)."""
     hosts = host_names(request)
     kind = request["ResourceConfig"]["InstanceType"]
     channels = request.get("InputDataConfig") or []
@@ -67,7 +69,7 @@ def config_files(
             "master_port": master_port,
             "channels": {
                 c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels
-            },
+            } | (staged or {}).get("channels", {}),
             "output_path": request["OutputDataConfig"]["S3OutputPath"],
             "status_file": str(status_file(job_dir, host)),
         },
@@ -79,12 +81,17 @@ def config_files(
             "S3Uri": checkpoint["S3Uri"],
         }
         files[contract.PLATFORM_FILE]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
+    files[contract.PLATFORM_FILE].update(
+        {k: v for k, v in (staged or {}).items() if k != "channels"})
     return files
 
 
-def prepare(request: dict[str, Any], host: str, master_port: int, job_dir: Path) -> Path:
+def prepare(
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
+    staged: dict[str, Any] | None = None,
+) -> Path:
     """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
     root = job_dir / "hosts" / host
-    for name, content in config_files(request, host, master_port, job_dir).items():
+    for name, content in config_files(request, host, master_port, job_dir, staged).items():
         _write(root / contract.CONFIG_DIR / name, content)
     return root

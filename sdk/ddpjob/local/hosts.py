@@ -71,8 +71,9 @@ class Hosts:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)  # "" for `local`: CPU and gloo
         return env
 
-    def start(self) -> dict[str, int]:
-        """Render each host's root and start its runtime; returns host -> pid."""
+    def start(self, staged: dict[str, dict[str, Any]] | None = None) -> dict[str, int]:
+        """Render each host's root (with what `staging` staged for it) and start its runtime;
+        returns host -> pid."""
         command, port = train_command(), free_port()
         if self.request["ResourceConfig"]["InstanceType"] == "local_gpu":
             slices = gpus.split(gpus.visible_gpus(), len(self.names))
@@ -80,7 +81,8 @@ class Hosts:
             slices = [[] for _ in self.names]
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
         for host, gpu_ids in zip(self.names, slices, strict=True):
-            root = hostroot.prepare(self.request, host, port, self.job_dir)
+            root = hostroot.prepare(self.request, host, port, self.job_dir,
+                                    (staged or {}).get(host))
             host_command = dlc_host.host_command(self.request, self.job_dir, host) or command
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(

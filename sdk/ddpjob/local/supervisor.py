@@ -1,10 +1,11 @@
 """The detached process that runs one local job: `python -m ddpjob.local.supervisor <job dir>`.
 
-It starts the job's hosts (`hosts`), then loops: observe them, ask `decision.decide` what to
-do, apply the answer to the hosts and to the job's state on disk (for any process to read).
-Whatever happens it ends every host and writes the final status. It runs in its own session,
-so the job survives the notebook kernel that started it, and with umask 077, so everything the
-job writes is private to the user.
+It stages the job's inputs once for all hosts (`staging`), starts the hosts (`hosts`), then
+loops: observe them, ask `decision.decide` what to do, apply the answer to the hosts and to the
+job's state on disk (for any process to read). Whatever happens it ends every host, removes
+what it staged and writes the final status. It runs in its own session, so the job survives
+the notebook kernel that started it, and with umask 077, so everything the job writes is
+private to the user.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, metrics
+from ddpjob.local import failure_cause, metrics, staging
 from ddpjob.local.decision import Decision, Observation, decide
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import JobState
@@ -138,7 +139,10 @@ class Supervisor:
             if self._observe().stop_requested:  # stopped before it started
                 self._apply(Decision(end=EndCause.STOP_REQUESTED), {})
             else:
-                pids = self.hosts.start()
+                self._update(lambda s: s.progress(SecondaryStatus.DOWNLOADING))  # once for all
+                staged = staging.stage_job(
+                    self.store.home, self.job_dir, self.request, self.hosts.names)
+                pids = self.hosts.start(staged)
                 self._update(lambda s: s.record_hosts(pids))
                 self._watch()
         except Exception as exc:  # noqa: BLE001 - whatever broke, the job must end with a reason
@@ -150,6 +154,7 @@ class Supervisor:
         finally:
             try:
                 self.hosts.end_all()
+                staging.release(self.store.home, self.job_dir, self.hosts.names)
             except Exception:  # noqa: BLE001 - the final status must still be written
                 log.exception("cleanup error")
             self.metrics.poll(final=True)
