@@ -20,7 +20,7 @@ from pathlib import Path
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, metrics, staging
+from ddpjob.local import dlc_host, failure_cause, metrics, staging
 from ddpjob.local.decision import Decision, Observation, decide
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import JobState
@@ -132,6 +132,13 @@ class Supervisor:
 
         log.info("job %s: %s", self.name, self._update(change).status.value)
 
+    def _stage(self) -> dict[str, dict[str, object]] | None:
+        """Stage the inputs once for all hosts; a host of SageMaker's own container stages its
+        own, as on SageMaker (`platform_duties`), so nothing is staged for it here."""
+        if dlc_host.is_dlc_request(self.request):
+            return None
+        return staging.stage_job(self.store.home, self.job_dir, self.request, self.hosts.names)
+
     def run(self) -> None:
         """Run the job to its end; the final status is on disk when this returns."""
         processes.become_subreaper()
@@ -139,10 +146,8 @@ class Supervisor:
             if self._observe().stop_requested:  # stopped before it started
                 self._apply(Decision(end=EndCause.STOP_REQUESTED), {})
             else:
-                self._update(lambda s: s.progress(SecondaryStatus.DOWNLOADING))  # once for all
-                staged = staging.stage_job(
-                    self.store.home, self.job_dir, self.request, self.hosts.names)
-                pids = self.hosts.start(staged)
+                self._update(lambda s: s.progress(SecondaryStatus.DOWNLOADING))
+                pids = self.hosts.start(self._stage())
                 self._update(lambda s: s.record_hosts(pids))
                 self._watch()
         except Exception as exc:  # noqa: BLE001 - whatever broke, the job must end with a reason
