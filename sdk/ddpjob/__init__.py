@@ -15,13 +15,15 @@ _EXPORTS = {
     "PyTorch": "ddpjob.estimator",
     "LocalSession": "ddpjob.local.session",
     "Session": "ddpjob.sagemaker.session",
+    "get_execution_role": "ddpjob.sagemaker.execution_role",
 }
 
-__all__ = ["Estimator", "LocalSession", "PyTorch", "Session"]
+__all__ = ["Estimator", "LocalSession", "PyTorch", "Session", "get_execution_role"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.estimator import Estimator, PyTorch
     from ddpjob.local.session import LocalSession
+    from ddpjob.sagemaker.execution_role import get_execution_role
     from ddpjob.sagemaker.session import Session
 
 

@@ -150,3 +150,69 @@ class BaseSession(abc.ABC):
 
     @abc.abstractmethod
     def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]: ...
+
+    # --- what notebooks call around the estimator (the official SageMaker SDK's names) --------
+
+    @abc.abstractmethod
+    def default_bucket(self) -> str:
+        """The name of the bucket for data, code and outputs when none is named (made when
+        missing)."""
+
+    def _bucket_root(self, bucket: str) -> str:
+        """The folder URI that holds the objects of `bucket`."""
+        return f"s3://{bucket}/"
+
+    @property
+    def boto_region_name(self) -> str | None:
+        """The AWS region of the session (the official SDK's name for it)."""
+        return self.region_name
+
+    def execution_role(self) -> str:
+        """The role that `get_execution_role(session)` answers for this session."""
+        return self.resolve_role(None)
+
+    def upload_data(self, path: str, bucket: str | None = None, key_prefix: str = "data",
+                    callback: Any = None, extra_args: dict[str, Any] | None = None) -> str:
+        """Upload the local file or folder `path` to `bucket` (default: `default_bucket()`).
+
+        As the official SDK: a file becomes `<key_prefix>/<file name>` and its URI is returned;
+        a folder's files keep their relative paths under `<key_prefix>`, whose URI is returned.
+        `extra_args` are boto3's upload ExtraArgs (e.g. `{"ServerSideEncryption": "aws:kms"}`).
+        `callback` is not supported (large transfers show a progress bar).
+        """
+        from ddpjob import bucket_data
+
+        if callback is not None:
+            raise UserInputError("callback is not supported by upload_data: leave it out "
+                                 "(large uploads show a progress bar)")
+        bucket = self.default_bucket() if bucket is None else bucket_data.check_bucket_name(bucket)
+        return bucket_data.upload(path, self._bucket_root(bucket), key_prefix, extra_args)
+
+    def download_data(self, path: str, bucket: str, key_prefix: str = "",
+                      extra_args: dict[str, Any] | None = None) -> list[str]:
+        """Download the object `key_prefix`, or every object under the folder `key_prefix`, of
+        `bucket` into the local folder `path` (relative paths kept); returns the local paths."""
+        from ddpjob import bucket_data
+
+        root = self._bucket_root(bucket_data.check_bucket_name(bucket))
+        return bucket_data.download(path, root, key_prefix, extra_args)
+
+    def wait_for_job(self, job: str, poll: float = 5) -> dict[str, Any]:
+        """Wait until the training job `job` ends, printing its status changes; return its
+        description. Raises JobFailedError when it ends Failed (Stopped: a warning)."""
+        from ddpjob import job_wait
+
+        return job_wait.wait_for_job(self, job, poll)
+
+    def logs_for_job(self, job_name: str, wait: bool = False, poll: float = 10,
+                     log_type: Any = "All", timeout: float | None = None) -> dict[str, Any]:
+        """Print the job's log lines of every host as `[algo-1] line`.
+
+        With `wait`, follow them until the job ends (status changes checked every `poll` s),
+        then raise JobFailedError when it Failed; `timeout` (s) ends the wait with
+        WaitTimeoutError. `log_type` "All"/"Training" print the lines; "None"/"Rules" do not
+        (no Debugger rules run). Returns the job's description.
+        """
+        from ddpjob import job_wait
+
+        return job_wait.logs_for_job(self, job_name, wait, poll, log_type, timeout)

@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ddpjob_runtime import fsutil
 from ddpjob_runtime.errors import ObjectNotFoundError, StorageError, UnsafePathError
@@ -99,11 +99,20 @@ def list_objects(uri: str) -> list[ObjectInfo]:
     return sorted(found, key=lambda info: info.key)
 
 
+def _upload_args(extra_args: Mapping[str, Any] | None, sha256: str | None) -> dict | None:
+    """s3transfer's ExtraArgs: the caller's, with the content's sha256 added to its Metadata."""
+    merged = dict(extra_args or {})
+    if sha256:
+        merged["Metadata"] = {**merged.get("Metadata", {}), s3.SHA256_METADATA: sha256}
+    return merged or None
+
+
 def upload_file(path: str | os.PathLike, uri: str, *, sha256: str | None = None,
-                progress: bool = False) -> str:
+                progress: bool = False, extra_args: Mapping[str, Any] | None = None) -> str:
     """Upload one local file to `uri` (into it, keeping the name, when `uri` ends with '/').
 
-    `sha256`, when given, is recorded as the object's metadata. Returns the object's URI.
+    `sha256`, when given, is recorded as the object's metadata; `extra_args` are boto3's
+    ExtraArgs of an S3 upload (e.g. ServerSideEncryption). Returns the object's URI.
     """
     source = Path(path)
     if uri.endswith("/"):
@@ -115,7 +124,7 @@ def upload_file(path: str | os.PathLike, uri: str, *, sha256: str | None = None,
         with _local_errors(uri, "upload to"):
             fsutil.copy_file(source, target.path)
         return uri
-    extra = {"Metadata": {s3.SHA256_METADATA: sha256}} if sha256 else None
+    extra = _upload_args(extra_args, sha256)
 
     def submit(manager, subscribers):
         return manager.upload(str(source), target.bucket, target.key, extra_args=extra,
@@ -126,11 +135,11 @@ def upload_file(path: str | os.PathLike, uri: str, *, sha256: str | None = None,
 
 
 def upload_dir(local_dir: str | os.PathLike, uri: str, *, skip_unchanged: bool = True,
-               progress: bool = False) -> int:
+               progress: bool = False, extra_args: Mapping[str, Any] | None = None) -> int:
     """Upload every file under `local_dir` to the folder `uri` (relative paths kept).
 
     With `skip_unchanged`, files already there with the same sha256 are not sent again.
-    Returns how many files were uploaded.
+    `extra_args`: boto3's ExtraArgs of each S3 upload. Returns how many files were uploaded.
     """
     folder = Path(local_dir)
     if not folder.is_dir():
@@ -149,7 +158,7 @@ def upload_dir(local_dir: str | os.PathLike, uri: str, *, skip_unchanged: bool =
         size = path.stat().st_size
         if existing.get(key) == size and content_sha256(join(uri, key)) == digest:
             continue
-        extra = {"Metadata": {s3.SHA256_METADATA: digest}} if digest else None
+        extra = _upload_args(extra_args, digest)
 
         def submit(manager, subscribers, path=path, key=target.key + key, extra=extra):
             return manager.upload(str(path), target.bucket, key, extra_args=extra,
@@ -228,8 +237,11 @@ def list_prefix(uri: str) -> Listing:
 
 
 def download_objects(folder: str, pairs: Sequence[tuple[ObjectInfo, Path]], *,
-                     progress: bool = False) -> None:
-    """Download each listed object of the folder URI `folder` to its path, in parallel (S3)."""
+                     progress: bool = False, extra_args: Mapping[str, Any] | None = None) -> None:
+    """Download each listed object of the folder URI `folder` to its path, in parallel (S3).
+
+    `extra_args`: boto3's ExtraArgs of each S3 download (e.g. RequestPayer).
+    """
     source = parse(folder)
     if not source.is_s3:
         with _local_errors(folder, "download of"):
@@ -241,14 +253,15 @@ def download_objects(folder: str, pairs: Sequence[tuple[ObjectInfo, Path]], *,
     # The listed size and ETag spare s3transfer its HeadObject per file.
     s3.run_transfers(folder, "download of", [
         lambda manager, subscribers, info=info, target=target: manager.download(
-            source.bucket, source.key + info.key, str(target),
+            source.bucket, source.key + info.key, str(target), extra_args=extra_args,
             subscribers=[s3.known_object(info.size, info.etag), *subscribers])
         for info, target in pairs
     ], sum(info.size for info, _ in pairs) if progress else None)
 
 
 def download_prefix(uri: str, local_dir: str | os.PathLike, *, keys: Sequence[str] | None = None,
-                    progress: bool = False) -> list[Path]:
+                    progress: bool = False,
+                    extra_args: Mapping[str, Any] | None = None) -> list[Path]:
     """Bring everything under the folder `uri` (or only `keys`, relative) into `local_dir`.
 
     A `uri` naming one object or file (no trailing slash) brings that file alone; otherwise
@@ -263,7 +276,7 @@ def download_prefix(uri: str, local_dir: str | os.PathLike, *, keys: Sequence[st
         wanted = set(keys)
         listing = Listing(listing.folder, [i for i in listing.objects if i.key in wanted])
     pairs = [(info, _target(folder, info.key, uri)) for info in listing.objects]
-    download_objects(listing.folder, pairs, progress=progress)
+    download_objects(listing.folder, pairs, progress=progress, extra_args=extra_args)
     log.info("downloaded %d objects (%d bytes) from %s", len(pairs),
              sum(info.size for info, _ in pairs), uri)
     return [target for _, target in pairs]

@@ -29,6 +29,8 @@ LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
 #: installed here, whatever the image says.
 LOCAL_IMAGE = "ddpjob-local"
+#: What `LocalSession.default_bucket()` answers: a folder under the home, not an S3 bucket.
+LOCAL_BUCKET = "sagemaker-local"
 
 
 def default_home() -> Path:
@@ -167,3 +169,45 @@ class LocalSession(BaseSession):
         request = self._client.store.request(job_name)
         logs = self.job_dir(job_name) / "logs"
         return {host: logs / f"{host}.log" for host in hostroot.host_names(request)}
+
+    # --- what notebooks call around the estimator --------------------------------------------
+
+    def default_bucket(self) -> str:
+        """`"sagemaker-local"`: a bucket that is the folder `<home>/buckets/sagemaker-local`.
+
+        `upload_data` into it answers `file://` URIs, which local jobs read in place; other
+        bucket names are real S3 buckets. An `s3://sagemaker-local/...` URI written by hand
+        reaches S3, not this folder: use the URIs that `upload_data` returns.
+        """
+        with _private_files():
+            (self.home / "buckets" / LOCAL_BUCKET).mkdir(parents=True, exist_ok=True)
+        return LOCAL_BUCKET
+
+    def _bucket_root(self, bucket: str) -> str:
+        if bucket != LOCAL_BUCKET:
+            return super()._bucket_root(bucket)
+        return (self.home / "buckets" / LOCAL_BUCKET).as_uri() + "/"
+
+    @property
+    def boto_region_name(self) -> str | None:
+        """The region configured for boto3 here (AWS_DEFAULT_REGION, ~/.aws/config), else None:
+        local jobs need none."""
+        import botocore.session
+
+        return botocore.session.get_session().get_config_variable("region")
+
+    def upload_data(self, path: str, bucket: str | None = None, key_prefix: str = "data",
+                    callback: Any = None, extra_args: dict[str, Any] | None = None) -> str:
+        """See `BaseSession.upload_data`; what lands in the local bucket is private to the user."""
+        with _private_files():
+            return super().upload_data(path, bucket, key_prefix, callback, extra_args)
+
+    def check_location(self, uri: str, argument: str) -> None:
+        """See `BaseSession.check_location`; `s3://sagemaker-local/...` is refused: that bucket
+        is the local folder, whose URIs are `file://`."""
+        super().check_location(uri, argument)
+        if uri == f"s3://{LOCAL_BUCKET}" or uri.startswith(f"s3://{LOCAL_BUCKET}/"):
+            raise UserInputError(
+                f"{argument} {uri!r}: the LocalSession's default bucket is the folder "
+                f"{self._bucket_root(LOCAL_BUCKET)}; use file:// URIs there (as upload_data "
+                f"returns them)")

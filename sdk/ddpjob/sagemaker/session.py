@@ -272,3 +272,11 @@ class Session(BaseSession):
             if code not in ("BucketAlreadyOwnedByYou", "OperationAborted"):
                 raise translate_client_error(error, operation="CreateBucket",
                                              region=self._region) from error
+
+    # --- what notebooks call around the estimator --------------------------------------------
+
+    def execution_role(self) -> str:
+        """The notebook's (or caller's) role ARN: see `ddpjob.get_execution_role`."""
+        from ddpjob.sagemaker.execution_role import caller_role
+
+        return caller_role(self)

@@ -1,0 +1,129 @@
+"""`wait_for_job` / `logs_for_job` of every session, with the official SageMaker SDK's semantics.
+
+A job that ends Failed raises JobFailedError (the official SDK's UnexpectedStatusException);
+one that ends Stopped is returned with a warning, as the official SDK does. Log lines come from
+the session's own `logs` (CloudWatch or the local host logs), printed as `[algo-1] line`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ddpjob.errors import DdpjobError, UserInputError
+from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.training_job import TrainingJob, job_failure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.base_session import BaseSession
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: `log_type` values of the official SDK -> whether the training log lines are printed. We run
+#: no Debugger/Profiler rules, so "Rules" has nothing to print.
+LOG_TYPES = {"All": True, "Training": True, "Rules": False, "None": False,
+             True: True, False: False}
+
+
+class WaitTimeoutError(DdpjobError, TimeoutError):
+    """A job was still running when `timeout` seconds of waiting had passed."""
+
+
+def shows_training_logs(log_type: Any) -> bool:
+    """Whether `log_type` asks for the training log lines (UserInputError when unknown)."""
+    if isinstance(log_type, bool) or (isinstance(log_type, str) and log_type in LOG_TYPES):
+        return LOG_TYPES[log_type]
+    raise UserInputError(f"log_type {log_type!r} is not one of 'All', 'Training', 'Rules', "
+                         f"'None' (or True/False)")
+
+
+def checked_end(description: dict[str, Any]) -> dict[str, Any]:
+    """`description` of an ended job; JobFailedError when it Failed, a warning when Stopped."""
+    status = description["TrainingJobStatus"]
+    if status == "Failed":
+        raise job_failure(description)  # type: ignore[misc] - a Failed job always has one
+    if status == "Stopped":
+        logger.warning("Job %s ended with status 'Stopped' rather than 'Completed': it may have "
+                       "timed out or been stopped early", description["TrainingJobName"])
+    return description
+
+
+def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
+    """`items` until they end or the monotonic `deadline` passes (even while none arrives)."""
+    if deadline is None:
+        yield from items
+        return
+    found: queue.Queue = queue.Queue(maxsize=1000)
+    done, stop = object(), threading.Event()
+
+    def pump() -> None:  # a follower blocks between lines; this thread waits for it
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                found.put(item)
+        finally:
+            found.put(done)
+
+    threading.Thread(target=pump, daemon=True, name="ddpjob-logs").start()
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                item = found.get(timeout=left)
+            except queue.Empty:
+                return
+            if item is done:
+                return
+            yield item
+    finally:
+        stop.set()  # the follower ends at its next line or when the job ends
+
+
+def _poll_until_ended(session: BaseSession, job_name: str, poll: float,
+                      deadline: float | None) -> dict[str, Any]:
+    """The job's description once it has ended, printing status changes on the way;
+    WaitTimeoutError when `deadline` passes first."""
+    tracker = TrainingJob(session, job_name, poll_seconds=poll)
+    while True:
+        description = tracker.describe()
+        tracker._report(description)  # the one status printer of this package
+        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
+            return description
+        if deadline is not None and time.monotonic() >= deadline:
+            status = description["TrainingJobStatus"]
+            print(f"Timeout Exceeded. Job {job_name} is still {status}.", flush=True)
+            raise WaitTimeoutError(f"training job {job_name} is still {status} when the "
+                                   f"timeout ends: wait again, or stop it")
+        time.sleep(poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic())))
+
+
+def wait_for_job(session: BaseSession, job: str, poll: float = 5) -> dict[str, Any]:
+    """See `BaseSession.wait_for_job`."""
+    _check_seconds(poll, "poll")
+    return checked_end(_poll_until_ended(session, job, poll, deadline=None))
+
+
+def logs_for_job(session: BaseSession, job_name: str, wait: bool = False, poll: float = 10,
+                 log_type: Any = "All", timeout: float | None = None) -> dict[str, Any]:
+    """See `BaseSession.logs_for_job`."""
+    show = shows_training_logs(log_type)
+    _check_seconds(poll, "poll")
+    if timeout is not None:
+        _check_seconds(timeout, "timeout")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if show:
+        for host, line in _until(session.logs(job_name, follow=wait), deadline):
+            print(f"[{host}] {line}", flush=True)
+    if not wait:
+        return session.describe(job_name)
+    return checked_end(_poll_until_ended(session, job_name, poll, deadline))
+
+
+def _check_seconds(value: Any, argument: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise UserInputError(f"{argument} must be a number of seconds >= 0, got {value!r}")
