@@ -149,6 +149,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
     kill_leftovers(root / "home")
 
 
+@pytest.mark.slow
 def test_run_waits_for_the_job_and_prints_its_logs(finished: Finished) -> None:
     run = finished.run
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -192,6 +193,7 @@ def test_logs_prefix_every_line_with_its_host(finished: Finished) -> None:
         assert "[algo-1] rank 0 of 1 done, tag=from-flag" in lines
 
 
+@pytest.mark.slow
 def test_download_model_and_checkpoint(finished: Finished, tmp_path: Path) -> None:
     got = cli("download", "cli-e2e", str(tmp_path / "model"), env=finished.env)
     assert got.returncode == 0, got.stderr
@@ -215,6 +217,7 @@ def test_download_model_and_checkpoint(finished: Finished, tmp_path: Path) -> No
     assert not (tmp_path / "x" / "step-000000003").exists()
 
 
+@pytest.mark.slow
 def test_stop_and_unknown_job_are_service_errors(finished: Finished) -> None:
     stop = cli("stop", "cli-e2e", env=finished.env)
     assert stop.returncode == 3
@@ -237,6 +240,7 @@ def test_stop_and_unknown_job_are_service_errors(finished: Finished) -> None:
     assert (finished.home / "jobs" / "cli-e2e" / "state.json").read_bytes() == state
 
 
+@pytest.mark.slow
 def test_a_failing_job_exits_1_with_one_line(home: Path) -> None:
     env = {**os.environ}
     run = cli("run", "--entry-point", str(JOBS / "fail_rank.py"), "--distribution", TORCHRUN,
@@ -257,6 +261,7 @@ def test_a_failing_job_exits_1_with_one_line(home: Path) -> None:
     assert_no_processes(home)
 
 
+@pytest.mark.slow
 def test_stop_a_running_job_from_another_process(home: Path, tmp_path: Path) -> None:
     """`ddpjob run` waits on a job that never ends; `ddpjob stop` from a second process ends
     it: stop exits 0, the waiting run exits 1 (Stopped), and no process of the job is left."""
@@ -614,6 +619,7 @@ def test_dry_run_request_has_the_config_defaults(sagemaker_project: Path, s3_buc
     assert _buckets() == buckets
 
 
+@pytest.mark.slow
 def test_submit_describe_list_and_stop_on_sagemaker(sagemaker_project: Path,
                                                     s3_bucket: str) -> None:
     env = dict(os.environ)

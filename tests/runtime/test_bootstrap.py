@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs ddpjob-train end to end
+
 # Each rank dumps its environment and argv into model/ (its host's own root).
 DUMP_ENV = """
 import json, os, pathlib, sys

@@ -22,6 +22,8 @@ import pytest
 import torch
 from ddpjob_runtime import checkpoints, storage
 
+pytestmark = pytest.mark.slow  # real processes against a faulty S3 endpoint
+
 MIB = 1024 * 1024
 SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
             b"<Message>Please reduce your request rate.</Message></Error>")
