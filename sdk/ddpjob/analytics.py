@@ -21,3 +21,39 @@ def metrics_for_job(session: Any, job_name: str, metric_names: list[str] | None 
     except ImportError:
         return rows
     return pandas.DataFrame(rows, columns=COLUMNS)
+
+
+class TrainingJobAnalytics:
+    """The official SDK's `TrainingJobAnalytics` on a ddpjob session (SageMaker or local):
+    `dataframe()` gives the job's metric series, what `estimator.training_job_analytics` holds."""
+
+    def __init__(self, training_job_name: str, metric_names: list[str] | None = None,
+                 sagemaker_session: Any = None) -> None:
+        if sagemaker_session is None:
+            from ddpjob.sagemaker.session import Session
+
+            sagemaker_session = Session()
+        self.name = training_job_name
+        self._metric_names = metric_names
+        self._session = sagemaker_session
+        self._dataframe: Any = None
+
+    def __repr__(self) -> str:
+        return f"<ddpjob.TrainingJobAnalytics for {self.name}>"
+
+    def clear_cache(self) -> None:
+        """Forget the series read so far: the next `dataframe()` reads it again."""
+        self._dataframe = None
+
+    def dataframe(self, force_refresh: bool = False) -> Any:
+        """The series as rows `timestamp`, `metric_name`, `value` (a pandas DataFrame when pandas
+        is installed, else a list of dicts)."""
+        if force_refresh:
+            self.clear_cache()
+        if self._dataframe is None:
+            self._dataframe = metrics_for_job(self._session, self.name, self._metric_names)
+        return self._dataframe
+
+    def export_csv(self, filename: str) -> None:
+        """Write `dataframe()` to the CSV file `filename` (needs pandas)."""
+        self.dataframe().to_csv(filename)

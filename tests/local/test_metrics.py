@@ -63,6 +63,12 @@ def test_metrics_of_every_host_reach_describe_and_the_series(session, tmp_path, 
     assert loss.timestamp.is_monotonic_increasing and (loss.timestamp >= 0).all()
     assert frame[frame.metric_name == "accuracy"].value.tolist() == [0.75, 0.875]
 
+    analytics_of_job = analytics.TrainingJobAnalytics(name, sagemaker_session=session)
+    assert analytics_of_job.dataframe().equals(frame)  # the official SDK's class, same series
+    csv = tmp_path / "metrics.csv"
+    analytics_of_job.export_csv(str(csv))
+    assert "train:loss" in csv.read_text()
+
     monkeypatch.setitem(sys.modules, "pandas", None)  # without pandas: a list of dicts
     rows = analytics.metrics_for_job(session, name, metric_names=["accuracy"])
     assert [(r["metric_name"], r["value"]) for r in rows] == [("accuracy", 0.75),
