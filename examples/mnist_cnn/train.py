@@ -24,6 +24,7 @@ from ddpjob_runtime.dataparallel.torch.parallel.distributed import DistributedDa
 from torch import nn
 
 CLASSES = 10
+LOG_EVERY = 8  # batches between the "loss=" lines that a job's metric_definitions match
 
 
 def parse_args() -> argparse.Namespace:
@@ -84,6 +85,7 @@ def main() -> None:
     images, labels = images[shard].to(device), labels[shard].to(device)
 
     loss_sum = torch.zeros(3, device=device)
+    step = 0
     for epoch in range(start_epoch, args.epochs):
         started = time.perf_counter()
         order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(epoch))
@@ -95,6 +97,9 @@ def main() -> None:
             loss = F.cross_entropy(logits, labels[batch])
             loss.backward()  # DDP averages the gradients over every worker here
             optimizer.step()
+            step += 1
+            if rank == 0 and step % LOG_EVERY == 0:  # what metric_definitions match
+                print(f"step {step} loss={loss.item():.4f}", flush=True)
             correct = (logits.argmax(1) == labels[batch]).sum()
             loss_sum += torch.stack([loss.detach() * len(batch), correct.float(), torch.tensor(
                 float(len(batch)), device=device)])
