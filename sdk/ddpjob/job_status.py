@@ -47,6 +47,7 @@ class SecondaryStatus(str, enum.Enum):
     FAILED = "Failed"
     STOPPED = "Stopped"
     MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
+    RESTARTING = "Restarting"  # a retry after an internal error (RetryStrategy), then Starting
 
     @property
     def primary(self) -> TrainingJobStatus:
@@ -71,16 +72,22 @@ _PRIMARY = {
     S.FAILED: TrainingJobStatus.FAILED,
     S.STOPPED: TrainingJobStatus.STOPPED,
     S.MAX_RUNTIME_EXCEEDED: TrainingJobStatus.STOPPED,
+    S.RESTARTING: TrainingJobStatus.IN_PROGRESS,
 }
 
-# The progress of a running job only moves forward; any running state may fail or be stopped.
+# The progress of a running job only moves forward; any running state may fail or be stopped,
+# or be retried after an internal error: Restarting, then Starting again (SageMaker's
+# RetryStrategy documentation: "When the job is retried, its SecondaryStatus is changed to
+# STARTING").
 _RUNNING = (S.STARTING, S.DOWNLOADING, S.TRAINING, S.UPLOADING)
 _ENDINGS = (S.STOPPING, S.FAILED, S.MAX_RUNTIME_EXCEEDED)
 ALLOWED_MOVES: dict[SecondaryStatus, frozenset[SecondaryStatus]] = {
-    S.STARTING: frozenset({S.DOWNLOADING, S.TRAINING, S.UPLOADING, S.COMPLETED, *_ENDINGS}),
-    S.DOWNLOADING: frozenset({S.TRAINING, S.UPLOADING, S.COMPLETED, *_ENDINGS}),
-    S.TRAINING: frozenset({S.UPLOADING, S.COMPLETED, *_ENDINGS}),
-    S.UPLOADING: frozenset({S.COMPLETED, *_ENDINGS}),
+    S.STARTING: frozenset({S.DOWNLOADING, S.TRAINING, S.UPLOADING, S.COMPLETED, S.RESTARTING,
+                           *_ENDINGS}),
+    S.DOWNLOADING: frozenset({S.TRAINING, S.UPLOADING, S.COMPLETED, S.RESTARTING, *_ENDINGS}),
+    S.TRAINING: frozenset({S.UPLOADING, S.COMPLETED, S.RESTARTING, *_ENDINGS}),
+    S.UPLOADING: frozenset({S.COMPLETED, S.RESTARTING, *_ENDINGS}),
+    S.RESTARTING: frozenset({S.STARTING, *_ENDINGS}),
     # A stop request wins over whatever the hosts do next, except a failure that already
     # happened (SageMaker reports a job that failed while stopping as Failed).
     S.STOPPING: frozenset({S.STOPPED, S.FAILED}),

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from ddpjob.job_status import EndCause, SecondaryStatus
-from ddpjob.local.decision import Decision, Observation, decide
+from ddpjob.local.decision import (
+    Decision,
+    Observation,
+    decide,
+    platform_failure,
+    should_retry,
+)
+from ddpjob.local.failure_cause import HostFailure
 
 RUNNING = {"algo-1": None, "algo-2": None}
 
@@ -48,3 +55,39 @@ def test_once_ending_only_waits_for_the_hosts() -> None:
     assert decide(ending) == Decision()
     ended = _seen(exit_codes={"algo-1": 143, "algo-2": 143}, ending=EndCause.STOP_REQUESTED)
     assert decide(ended) == Decision(done=True)
+
+
+# --- job retries (RetryStrategy): only a platform failure, only while attempts are left -----
+
+def _killed(host: str = "algo-2", at: float = 10.0) -> HostFailure:
+    """A host whose ddpjob-train was SIGKILLed before it wrote anything (read_host's view)."""
+    return HostFailure(host, f"host {host}: ddpjob-train was killed by SIGKILL", at,
+                       consequence=False, killed_by="SIGKILL")
+
+
+_USER_ERROR = HostFailure("algo-2", "host algo-2, rank 3, exit code 1: ValueError: boom", 10.0)
+_FALLOUT = HostFailure("algo-1", "host algo-1, exit code 143: stopped by SIGTERM", 12.0)
+
+
+def test_a_host_killed_without_a_word_is_the_platforms_failure() -> None:
+    cause = platform_failure(EndCause.HOST_FAILED, [_FALLOUT, _killed()], signalled_at=11.0)
+    assert cause == _killed()
+    assert platform_failure(EndCause.HOST_FAILED, [_killed()], signalled_at=None) == _killed()
+
+
+def test_a_user_failure_or_our_own_signal_is_never_the_platforms() -> None:
+    # The user's script failed first: never retried (SageMaker retries internal errors only).
+    assert platform_failure(EndCause.HOST_FAILED, [_USER_ERROR, _killed(at=11.0)], None) is None
+    # Killed after the supervisor signalled the hosts (its own SIGKILL after the grace).
+    assert platform_failure(EndCause.HOST_FAILED, [_killed(at=12.0)], signalled_at=11.0) is None
+    # The job was being stopped or ran out of time: the hosts' deaths are ours.
+    for cause in (EndCause.STOP_REQUESTED, EndCause.MAX_RUNTIME, None):
+        assert platform_failure(cause, [_killed()], signalled_at=None) is None
+
+
+def test_a_platform_failure_is_retried_until_the_attempts_are_spent() -> None:
+    assert should_retry(_killed(), attempts_done=0, max_attempts=1)
+    assert should_retry(_killed(), attempts_done=2, max_attempts=3)
+    assert not should_retry(_killed(), attempts_done=1, max_attempts=1)
+    assert not should_retry(_killed(), attempts_done=0, max_attempts=0)  # no RetryStrategy
+    assert not should_retry(None, attempts_done=0, max_attempts=30)

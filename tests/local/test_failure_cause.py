@@ -72,3 +72,28 @@ def test_the_cause_is_the_users_exception_not_the_fallout_on_other_hosts() -> No
     two_users = [user, failure_cause.HostFailure("algo-1", user.text.replace("2", "1"), 11.5)]
     assert failure_cause.choose(two_users).host == "algo-1"  # then the earliest written
     assert failure_cause.choose([]) is None
+
+
+def test_a_killed_host_says_which_signal_and_clear_forgets_a_failure(tmp_path: Path) -> None:
+    killed = failure_cause.read_host("algo-2", tmp_path / "algo-2" / "output", -9, 1.0)
+    assert killed.killed_by == "SIGKILL"
+    crashed = failure_cause.read_host("algo-2", tmp_path / "algo-2" / "output", 1, 1.0)
+    assert crashed.killed_by is None  # exited by itself: not known to be the platform's
+    output = _host_output(tmp_path, "algo-1", "host algo-1, rank 0, exit code 1: x", 1.0)
+    assert failure_cause.read_host("algo-1", output, 1, 2.0).killed_by is None
+    failure_cause.clear(output)
+    assert failure_cause.read_host("algo-1", output, -9, 2.0).killed_by == "SIGKILL"
+
+
+def test_a_reason_after_retries_says_how_many_and_why() -> None:
+    reason = "AlgorithmError: host algo-2: ddpjob-train was killed by SIGKILL\nconsequences:\n- a"
+    text = failure_cause.with_retries(reason, ["host algo-2: ddpjob-train was killed by SIGKILL"],
+                                      1024)
+    assert text.splitlines() == [
+        "AlgorithmError: host algo-2: ddpjob-train was killed by SIGKILL, after 1 retry",
+        "retries (earlier):",
+        "- retry 1 after: host algo-2: ddpjob-train was killed by SIGKILL",
+        "consequences:", "- a",
+    ]
+    two = failure_cause.with_retries("AlgorithmError: x", ["a", "b"], 40)
+    assert two.startswith("AlgorithmError: x, after 2 retries\n") and len(two) == 40

@@ -99,3 +99,33 @@ def test_a_lost_supervisor_is_seen_as_an_end_without_changing_the_state() -> Non
     assert running.status is S.STARTING  # the reader's copy only
     running.request_stop()
     assert running.with_lost_supervisor("log").status is S.STOPPED
+
+
+def test_a_retried_job_shows_restarting_then_starts_again() -> None:
+    state = JobState.new("j", now=1.0)
+    state.progress(S.TRAINING, now=2.0)
+    assert S.RESTARTING.primary is TrainingJobStatus.IN_PROGRESS  # as SageMaker documents
+    assert state.retry("Restarting the training job (retry 1 of 1) after: x", now=3.0)
+    assert state.status is S.RESTARTING and not state.is_terminal
+    assert state.progress(S.TRAINING) is False  # nothing moves it on but a new start
+    assert state.start_again(now=4.0) and not state.start_again()
+    state.progress(S.TRAINING, now=5.0)
+    assert state.end(S.COMPLETED, None, now=6.0)
+    assert [(t["Status"], t["StatusMessage"]) for t in state.transitions][1:4] == [
+        ("Training", "Training in progress"),
+        ("Restarting", "Restarting the training job (retry 1 of 1) after: x"),
+        ("Starting", "Preparing the instances for training"),
+    ]
+    assert state.training_start_time == 2.0  # MaxRuntimeInSeconds counts the whole job
+
+
+def test_a_stop_wins_over_a_retry() -> None:
+    stopping = JobState.new("j", now=1.0)
+    stopping.request_stop()
+    assert not stopping.retry("x")
+    restarting = JobState.new("j", now=1.0)
+    restarting.retry("x")
+    assert restarting.request_stop() and not restarting.start_again()
+    assert restarting.end(S.COMPLETED, None) and restarting.status is S.STOPPED
+    with pytest.raises(InvalidTransition):
+        check_move(S.RESTARTING, S.TRAINING)  # a retry always starts from the beginning

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddpjob.job_status import EndCause, SecondaryStatus, job_progress
+from ddpjob.local.failure_cause import HostFailure, choose
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,21 @@ def decide(seen: Observation) -> Decision:
     phases = ["Done" if seen.exit_codes.get(host) == 0 else phase
               for host, phase in seen.phases.items()]
     return Decision(progress=job_progress(phases), done=done)
+
+
+def platform_failure(
+    ended_by: EndCause | None, failures: list[HostFailure], signalled_at: float | None
+) -> HostFailure | None:
+    """The failure of the platform that ended the job, if that is what ended it: the first
+    failure is a host's `ddpjob-train` killed by a signal the supervisor had not sent (it
+    wrote no `output/failure`). A failure of the user's script is never the platform's."""
+    cause = choose(failures) if ended_by is EndCause.HOST_FAILED else None
+    if cause is None or cause.killed_by is None:
+        return None
+    return cause if signalled_at is None or cause.written < signalled_at else None
+
+
+def should_retry(cause: HostFailure | None, attempts_done: int, max_attempts: int) -> bool:
+    """Whether the job starts again (RetryStrategy.MaximumRetryAttempts), as SageMaker
+    retries a job after an internal error: only for a platform failure, `max_attempts` times."""
+    return cause is not None and attempts_done < max_attempts

@@ -5,6 +5,7 @@ When one rank dies, the ranks of the other hosts fail too, a moment later, in a 
 `ddpjob-train` was killed writes nothing at all. Each host's runtime writes `output/failure` and
 `output/failure.json` (when the failure happened, whether it is a consequence). The cause is the
 earliest failure that is not a consequence; the others are listed as its consequences.
+A host killed without a word is the platform's failure, not the user's: a job retry may follow.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from ddpjob_runtime.failure import TIME_FILE, is_consequence
 
 _CONSEQUENCE_CHARS = 160
+FAILURE_FILE = "failure"  # what the runtime writes into output/ (ddpjob_runtime.failure)
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class HostFailure:
     written: float
     seen_first: bool = False  # the supervisor saw this host exit non-zero first
     consequence: bool | None = None  # None: judged from the text
+    killed_by: str | None = None  # the signal that ended ddpjob-train before it wrote anything
 
     @property
     def is_consequence(self) -> bool:
@@ -48,22 +51,42 @@ def choose(failures: list[HostFailure]) -> HostFailure | None:
 
 def read_host(host: str, output_dir: Path, exit_code: int, exited_at: float) -> HostFailure:
     """Host `host`'s failure from its `output/` folder; a killed host wrote none: say so."""
-    path = output_dir / "failure"
+    path = output_dir / FAILURE_FILE
     try:
         text = path.read_text()
     except OSError:
-        how = (
-            f"was killed by {signal.Signals(-exit_code).name}"
-            if exit_code < 0
-            else f"exited with code {exit_code} without a failure file"
-        )
-        return HostFailure(host, f"host {host}: ddpjob-train {how}", exited_at, consequence=False)
+        killed_by = signal.Signals(-exit_code).name if exit_code < 0 else None
+        how = (f"was killed by {killed_by}" if killed_by
+               else f"exited with code {exit_code} without a failure file")
+        return HostFailure(host, f"host {host}: ddpjob-train {how}", exited_at,
+                           consequence=False, killed_by=killed_by)
     info: dict = {}
     with contextlib.suppress(OSError, ValueError):
         info = json.loads((output_dir / TIME_FILE).read_text())
     when = info.get("time") if isinstance(info.get("time"), (int, float)) else None
     consequence = info.get("consequence") if isinstance(info.get("consequence"), bool) else None
     return HostFailure(host, text, when or path.stat().st_mtime, consequence=consequence)
+
+
+def clear(output_dir: Path) -> None:
+    """Remove what a host's runtime wrote about its failure (before the host starts again)."""
+    for name in (FAILURE_FILE, TIME_FILE):
+        (output_dir / name).unlink(missing_ok=True)
+
+
+def headline(failure: HostFailure) -> str:
+    """The first line of `failure`'s text."""
+    return _headline(failure.text)
+
+
+def with_retries(reason: str, retries: list[str], limit: int) -> str:
+    """`reason` with ", after N retries" on its headline and each retry's cause listed below."""
+    first, _, rest = reason.partition("\n")
+    count = f"{len(retries)} {'retry' if len(retries) == 1 else 'retries'}"
+    lines = [f"{first}, after {count}", "retries (earlier):"]
+    lines += [f"- retry {i} after: {cause[:_CONSEQUENCE_CHARS]}"
+              for i, cause in enumerate(retries, 1)]
+    return "\n".join([*lines, rest] if rest else lines)[:limit]
 
 
 def reason(failures: list[HostFailure], limit: int) -> str | None:

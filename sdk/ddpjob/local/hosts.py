@@ -17,7 +17,7 @@ from typing import Any
 
 from ddpjob_runtime import processes
 
-from ddpjob.local import dlc_host, gpus, hostroot, proctree
+from ddpjob.local import dlc_host, failure_cause, gpus, hostroot, proctree
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -61,6 +61,7 @@ class Hosts:
         self.names = hostroot.host_names(request)
         self.procs: dict[str, subprocess.Popen] = {}
         self.kill_at: float | None = None
+        self.signalled_at: float | None = None  # when `terminate` first signalled the hosts
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
 
     def _env(self, root: Path, gpu_ids: list[str]) -> dict[str, str]:
@@ -122,6 +123,8 @@ class Hosts:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
         self.kill_at = time.monotonic() + STOP_GRACE_S
+        if self.signalled_at is None:
+            self.signalled_at = time.time()
 
     def kill_if_overdue(self) -> None:
         """SIGKILL everything below the supervisor once the grace after `terminate` is over."""
@@ -141,3 +144,12 @@ class Hosts:
         proctree.end_descendants(grace_s=2.0)
         for host in self.names:  # what a killed host could not remove itself
             shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
+
+    def forget(self) -> None:
+        """Before the ended hosts start again (a job retry): forget their processes and the
+        phases and failures they wrote, so that nothing of the last attempt is read as new."""
+        self.procs, self.exited_at = {}, {}
+        self.kill_at = self.signalled_at = None
+        for host in self.names:
+            hostroot.status_file(self.job_dir, host).unlink(missing_ok=True)
+            failure_cause.clear(self.job_dir / "hosts" / host / "output")

@@ -28,6 +28,7 @@ MESSAGES = {
     S.FAILED: "Training job failed",
     S.STOPPED: "The training job has stopped",
     S.MAX_RUNTIME_EXCEEDED: "The job exceeded MaxRuntimeInSeconds and was stopped",
+    S.RESTARTING: "Restarting the training job after an internal error",
 }
 
 
@@ -123,6 +124,22 @@ class JobState:
         if final is not S.STOPPED:
             self.failure_reason = reason
         self._set_state(final, reason.split("\n", 1)[0] if reason else None, now)
+        return True
+
+    def retry(self, message: str, now: float | None = None) -> bool:
+        """The platform failed and the job is retried (RetryStrategy): Restarting, with
+        `message` saying why. False (no retry) once a stop was asked for or the job ended."""
+        if self.status is S.STOPPING or self.is_terminal:
+            return False
+        self._set_state(S.RESTARTING, message, now)
+        return True
+
+    def start_again(self, now: float | None = None) -> bool:
+        """The retried job's hosts start again: Starting. False unless it is Restarting (a stop
+        asked for meanwhile wins)."""
+        if self.status is not S.RESTARTING:
+            return False
+        self._set_state(S.STARTING, None, now)
         return True
 
     def note(self, message: str, now: float | None = None) -> bool:

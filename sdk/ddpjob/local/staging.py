@@ -52,17 +52,27 @@ def stage_job(
     if source and storage.is_s3(source):
         shared["submit_directory"] = str(storage.download_file(
             source, Path(job_dir) / "source" / contract.SOURCE_ARCHIVE))
-    checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
-    if checkpoint_uri:
-        from ddpjob_runtime import checkpoints  # torch only inside load_latest, never here
-
-        folder = Path(job_dir) / CHECKPOINT
-        step = checkpoints.restore_latest(checkpoint_uri, folder)
-        log.info("checkpoint: %s", f"step {step}, staged once" if step is not None else "none")
-        _make_read_only(folder)
-        shared["staged_checkpoint"] = str(folder)
+    checkpoint = stage_checkpoint(job_dir, request)
+    if checkpoint is not None:
+        shared["staged_checkpoint"] = str(checkpoint)
     return {host: {"channels": {n: {"staged": f} for n, f in staged[host].items()}, **shared}
             for host in hosts}
+
+
+def stage_checkpoint(job_dir: Path, request: dict[str, Any]) -> Path | None:
+    """Bring the latest complete checkpoint under `CheckpointConfig.S3Uri` into the job's
+    staged folder (again before a job retry: the hosts then resume from the newest one);
+    the folder, or None without a CheckpointConfig."""
+    checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
+    if not checkpoint_uri:
+        return None
+    from ddpjob_runtime import checkpoints  # torch only inside load_latest, never here
+
+    folder = Path(job_dir) / CHECKPOINT
+    step = checkpoints.restore_latest(checkpoint_uri, folder)
+    log.info("checkpoint: %s", f"step {step}, staged once" if step is not None else "none")
+    _make_read_only(folder)
+    return folder
 
 
 def _submit_directory(request: dict[str, Any]) -> str | None:

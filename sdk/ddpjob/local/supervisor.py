@@ -2,10 +2,12 @@
 
 It stages the job's inputs once for all hosts (`staging`), starts the hosts (`hosts`), then
 loops: observe them, ask `decision.decide` what to do, apply the answer to the hosts and to the
-job's state on disk (for any process to read). Whatever happens it ends every host, removes
-what it staged and writes the final status. It runs in its own session, so the job survives
-the notebook kernel that started it, and with umask 077, so everything the job writes is
-private to the user.
+job's state on disk (for any process to read). When the platform failed (a host killed without
+a word) and `RetryStrategy.MaximumRetryAttempts` allows, the whole job is retried, as SageMaker
+does: Restarting, then every host starts again from the latest checkpoint. Whatever happens it
+ends every host, removes what it staged and writes the final status. It runs in its own
+session, so the job survives the notebook kernel that started it, and with umask 077, so
+everything the job writes is private to the user.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
 from ddpjob.local import dlc_host, failure_cause, metrics, staging
-from ddpjob.local.decision import Decision, Observation, decide
+from ddpjob.local.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobStore
@@ -48,6 +50,9 @@ class Supervisor:
         self.metrics = metrics.MetricCollector(
             self.job_dir, self.request, {h: self.hosts.log_file(h) for h in self.hosts.names})
         self.noted: set[str] = set()  # the hosts' status messages already in the history
+        self.max_retries = int((self.request.get("RetryStrategy") or {}).get(
+            "MaximumRetryAttempts", 0))
+        self.retries: list[str] = []  # the cause of each job retry so far
 
     def _update(self, change) -> JobState:
         return self.store.update(self.name, change)
@@ -100,18 +105,58 @@ class Supervisor:
                 return
             time.sleep(POLL_S)
 
+    def _run_hosts(self, staged: dict[str, dict[str, object]] | None) -> None:
+        """Start every host and watch them until they all ended."""
+        pids = self.hosts.start(staged)
+        self._update(lambda s: s.record_hosts(pids))
+        self._watch()
+
+    # --- a job retry ---------------------------------------------------------------------
+
+    def _retry(self) -> bool:
+        """After the hosts ended: when the platform failed and retries are left, end what is
+        left of them, show Restarting and the cause, and restage the latest checkpoint; True
+        when the hosts are to start again (a stop asked for meanwhile wins)."""
+        failures = self._host_failures(self.hosts.exit_codes())
+        cause = platform_failure(self.cause, failures, self.hosts.signalled_at)
+        if not should_retry(cause, len(self.retries), self.max_retries):
+            return False
+        what = failure_cause.headline(cause)
+        message = (f"Restarting the training job (retry {len(self.retries) + 1} of "
+                   f"{self.max_retries}) after an internal error: {what}")
+        if self._update(lambda s: s.retry(message)).status is not SecondaryStatus.RESTARTING:
+            return False
+        log.warning("%s", message)
+        self.retries.append(what)
+        self.hosts.end_all()
+        self.hosts.forget()
+        self.cause = self.failed_host = None
+        if not dlc_host.is_dlc_request(self.request):  # a DLC host restores its own
+            staging.stage_checkpoint(self.job_dir, self.request)
+        if self._update(JobState.start_again).status is SecondaryStatus.STARTING:
+            return True
+        self.cause = EndCause.STOP_REQUESTED
+        return False
+
     # --- the end -------------------------------------------------------------------------
 
-    def _failure_reason(self, codes: dict[str, int | None]) -> str:
-        """`AlgorithmError: <the causing host's output/failure>`, at most 1024 characters."""
-        found = [
+    def _host_failures(self, codes: dict[str, int | None]) -> list[failure_cause.HostFailure]:
+        """What each host that exited non-zero wrote (or that it was killed)."""
+        return [
             failure_cause.read_host(h, self.job_dir / "hosts" / h / "output", code,
                                     self.hosts.exited_at.get(h, time.time()))
             for h, code in codes.items() if code not in (None, 0)
         ]  # fmt: skip
-        return failure_cause.reason(found, REASON_CHARS) or (
+
+    def _failure_reason(self, codes: dict[str, int | None]) -> str:
+        """`AlgorithmError: <the causing host's output/failure>`, at most 1024 characters,
+        with ", after N retries" and their causes when the job was retried."""
+        reason = failure_cause.reason(self._host_failures(codes), REASON_CHARS) or (
             f"AlgorithmError: the hosts exited with codes {codes}; see {self.job_dir / 'logs'}"
         )
+        if self.retries:
+            reason = failure_cause.with_retries(reason, self.retries, REASON_CHARS)
+        return reason
 
     def _finish(self) -> None:
         codes = {h: p.returncode for h, p in self.hosts.procs.items()}
@@ -147,9 +192,10 @@ class Supervisor:
                 self._apply(Decision(end=EndCause.STOP_REQUESTED), {})
             else:
                 self._update(lambda s: s.progress(SecondaryStatus.DOWNLOADING))
-                pids = self.hosts.start(self._stage())
-                self._update(lambda s: s.record_hosts(pids))
-                self._watch()
+                staged = self._stage()
+                self._run_hosts(staged)
+                while self._retry():
+                    self._run_hosts(staged)
         except Exception as exc:  # noqa: BLE001 - whatever broke, the job must end with a reason
             log.exception("supervisor error")
             self.internal_error = f"the local supervisor failed: {type(exc).__name__}: {exc}"
