@@ -16,6 +16,7 @@ RECORD_DIR_ENV = contract.ENV_FAILURE_DIR
 REASON_CHARS = 1024  # what SageMaker keeps of output/failure as the job's FailureReason
 RESTART_COUNT_ENV = contract.ENV_RESTART_COUNT
 RESTARTS_FILE = "restarts.jsonl"  # in the record folder: one line per worker restart
+FAILURE_FILE = "failure"  # under output/: SageMaker reads its first 1024 characters
 TIME_FILE = "failure.json"  # beside output/failure: when the failure happened, and its kind
 
 # What a rank or host reports when another one's death broke the collective it waited in, or
@@ -120,6 +121,6 @@ def write_failure(output_dir: Path, text: str, when: float | None = None) -> Non
     consequence of another's, so that a supervisor can name the first cause among hosts.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "failure").write_text(text)
+    (output_dir / FAILURE_FILE).write_text(text)
     info = {"time": when or time.time(), "consequence": is_consequence(text)}
     (output_dir / TIME_FILE).write_text(json.dumps(info))

@@ -16,10 +16,9 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpjob_runtime.failure import TIME_FILE, is_consequence
+from ddpjob_runtime.failure import FAILURE_FILE, TIME_FILE, is_consequence
 
 _CONSEQUENCE_CHARS = 160
-FAILURE_FILE = "failure"  # what the runtime writes into output/ (ddpjob_runtime.failure)
 
 
 @dataclass(frozen=True)
