@@ -92,7 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
                              epilog=__doc__.split("\n\n")[1])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser,
                                      metavar="COMMAND")
+    _add_run(commands)
+    _add_job_commands(commands)
+    cache = commands.add_parser("cache", help="the local jobs' cache of S3 objects",
+                                description="Show or empty the cache of s3:// channel objects "
+                                            "under the local home (limit: DDPJOB_CACHE_MAX_GB).")
+    cache.add_argument("cache_command", choices=("info", "clear"))
+    cache.add_argument("--config", help="defaults file (default: $DDPJOB_CONFIG or "
+                                        "~/.ddpjob/config.yaml)")
+    return parser
 
+
+def _add_run(commands: Any) -> None:
+    """`run`: a job from a YAML spec and/or flags."""
     run = commands.add_parser("run", help="start a training job from a YAML spec and/or flags",
                               description="Start a training job; flags override the spec's "
                                           "keys, the config file fills in defaults.")
@@ -121,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print the CreateTrainingJob request; submit nothing")
     _add_backend_options(run)
 
+
+def _add_job_commands(commands: Any) -> None:
+    """`jobs list|describe`, `logs`, `stop` and `download`: commands on an existing job."""
     jobs = commands.add_parser("jobs", help="list or describe jobs",
                                description="List or describe training jobs.")
     jobs_commands = jobs.add_subparsers(dest="jobs_command", required=True,
@@ -157,14 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--step", type=_int_at_least(0),
                           help="with --checkpoint: this step, not the latest")
     _add_backend_options(download)
-
-    cache = commands.add_parser("cache", help="the local jobs' cache of S3 objects",
-                                description="Show or empty the cache of s3:// channel objects "
-                                            "under the local home (limit: DDPJOB_CACHE_MAX_GB).")
-    cache.add_argument("cache_command", choices=("info", "clear"))
-    cache.add_argument("--config", help="defaults file (default: $DDPJOB_CONFIG or "
-                                        "~/.ddpjob/config.yaml)")
-    return parser
 
 
 def _session(args: argparse.Namespace, config: Config, backend: str | None = None):
