@@ -12,17 +12,21 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Estimator": "ddpjob.estimator",
+    "HuggingFace": "ddpjob.huggingface",
     "PyTorch": "ddpjob.estimator",
+    "TrainingInput": "ddpjob.training_input",
     "LocalSession": "ddpjob.local.session",
     "Session": "ddpjob.session",
 }
 
-__all__ = ["Estimator", "LocalSession", "PyTorch", "Session"]
+__all__ = ["Estimator", "HuggingFace", "LocalSession", "PyTorch", "Session", "TrainingInput"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.estimator import Estimator, PyTorch
+    from ddpjob.huggingface import HuggingFace
     from ddpjob.local.session import LocalSession
     from ddpjob.session import Session
+    from ddpjob.training_input import TrainingInput
 
 
 def __getattr__(name: str) -> Any:

@@ -53,6 +53,25 @@ class BaseSession(abc.ABC):
         """The role as CreateTrainingJob takes it (SageMaker's Session expands a bare name)."""
         return role
 
+    # --- the estimator's questions: what this backend runs and where data goes ---------------
+
+    #: URI schemes this backend reads and writes (outputs, checkpoints, code).
+    uri_schemes: tuple[str, ...] = ("s3",)
+    #: Whether local files given as inputs are uploaded first (else read in place).
+    stages_local_inputs: bool = True
+
+    def accepts_instance_type(self, instance_type: str) -> bool:
+        """Whether this backend runs `instance_type` (SageMaker: the `ml.*` types)."""
+        return instance_type.startswith("ml.")
+
+    def planned_output_path(self) -> str:
+        """Where `default_output_path()` is, found without creating anything (the dry run)."""
+        return self.default_output_path()
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        """Refuse (UserInputError) what this backend cannot run; pure, before any upload."""
+        return None
+
     def describe_training_job(self, job_name: str) -> dict[str, Any]:
         """The DescribeTrainingJob response of `job_name`."""
         return self.sagemaker_client.describe_training_job(TrainingJobName=job_name)

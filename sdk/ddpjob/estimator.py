@@ -5,106 +5,78 @@
     print(est.training_job_request())     # the dry run: what would be sent, nothing is sent
     est.fit({"train": "s3://bucket/train"})
 
-Every argument is checked when the estimator is made and again when the request is built, so
-bad input fails with one clear line before anything is packed, uploaded or submitted.
+Arguments are checked once, when the estimator is made (`validation`, and the table of the
+official SDK's request arguments in `arguments`); the request is built and checked against
+botocore's model once per dry run or `fit`, before anything is packed, uploaded or submitted.
+What differs between backends is asked of the session, never branched on here.
 """
 
 from __future__ import annotations
 
-import json
+import difflib
+import functools
 import logging
 import os
-import re
-import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ddpjob import checkpoint_store, inputs, naming, packaging, storage
+from ddpjob import (
+    arguments,
+    checkpoint_store,
+    gitsource,
+    inputs,
+    naming,
+    packaging,
+    staging,
+    storage,
+    validation,
+)
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
-from ddpjob.hyperparameters import check_total, check_user_hyperparameters, decode, encode
-from ddpjob.request import build_request, validate_request
+from ddpjob.hyperparameters import check_total, check_user_hyperparameters, encode
+from ddpjob.image_uris import (
+    DEFAULT_FRAMEWORK_VERSION,
+    DEFAULT_PY_VERSION,
+    PYTORCH,
+    ImageRequest,
+    is_dlc,
+    training_image_uri,
+)
+from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
+from ddpjob.reattach import init_params_from_description
+from ddpjob.request import JobSpec, build_request, validate_request
 from ddpjob.training_job import TrainingJob
 
 logger = logging.getLogger(__name__)
 
-LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
 #: installed on this machine, so the name is only a label.
 LOCAL_IMAGE = "ddpjob-local"
-#: RoleArn of local jobs when no role is given (the official SDK's local mode needs one too).
-LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"
 DEFAULT_MAX_RUN = 24 * 60 * 60
 DEFAULT_BASE_JOB_NAME = "pytorch-training"
-
-# Keyword arguments of the official SDK's estimators that ddpjob does not implement.
+#: Official SDK arguments that ddpjob refuses (each would change what runs in a way it cannot
+#: honour). Every other official argument is accepted: see `arguments`.
 UNSUPPORTED_ARGUMENTS = frozenset({
-    "volume_size", "volume_kms_key", "output_kms_key", "subnets", "security_group_ids",
-    "model_uri", "model_channel_name", "metric_definitions", "encrypt_inter_container_traffic",
-    "enable_network_isolation", "rules", "debugger_hook_config", "tensorboard_output_config",
-    "enable_sagemaker_metrics", "profiler_config", "disable_profiler", "git_config",
-    "instance_groups", "training_repository_access_mode",
-    "training_repository_credentials_provider_arn", "keep_alive_period_in_seconds",
-    "container_entry_point", "container_arguments", "disable_output_compression",
-    "enable_infra_check", "enable_remote_debug", "enable_session_tag_chaining",
-    "training_plan", "compiler_config", "input_mode", "checkpoint_s3_uri_kms_key",
+    "rules", "container_entry_point", "container_arguments", "checkpoint_s3_uri_kms_key",
     "training_recipe", "recipe_overrides", "instance_placement_config", "algorithm_arn",
+    "tensorflow_version",
 })
-_RESERVED_HP = ("sagemaker_", "ddpjob_")
+#: v1 names whose v2 name is a parameter of `Estimator.__init__` (the rest are table rows).
+_NAMED_V2 = ("instance_count", "instance_type", "max_run", "use_spot_instances", "max_wait",
+             "image_uri")
 
 
-def _positive_int(value: Any, argument: str, *, low: int = 1, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
-        high is not None and value > high
-    ):
-        allowed = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise UserInputError(f"{argument} must be an integer {allowed}, got {value!r}")
-    return value
+@dataclass(frozen=True)
+class Plan:
+    """A checked request, its channels (what to upload) and where the code goes (None: the
+    code is already stored, `source_dir` named an archive)."""
 
-
-def _optional_str(value: Any, argument: str) -> str | None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise UserInputError(f"{argument} must be a non-empty string or None, got {value!r}")
-    return value
-
-
-def _check_environment(environment: Any) -> dict[str, str]:
-    if environment is None:
-        return {}
-    if not isinstance(environment, Mapping):
-        raise UserInputError(f"environment must be a dict of NAME -> string, got "
-                             f"{type(environment).__name__}")
-    if len(environment) > 100:
-        raise UserInputError(f"environment: {len(environment)} variables given; SageMaker "
-                             f"allows at most 100")
-    for name, value in environment.items():
-        if not isinstance(name, str) or not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]{0,511}$", name):
-            raise UserInputError(f"environment: {name!r} is not a variable name (letters, "
-                                 f"digits and '_', not starting with a digit)")
-        if not isinstance(value, str) or len(value) > 512:
-            raise UserInputError(f"environment[{name!r}] must be a string of at most 512 "
-                                 f"characters, got {value!r:.60}")
-    return dict(environment)
-
-
-def _check_tags(tags: Any) -> list[dict[str, str]]:
-    if tags is None:
-        return []
-    if isinstance(tags, Mapping):
-        tags = [{"Key": key, "Value": value} for key, value in tags.items()]
-    if not isinstance(tags, (list, tuple)):
-        raise UserInputError("tags must be a list of {'Key': ..., 'Value': ...} or a dict")
-    if len(tags) > 50:
-        raise UserInputError(f"tags: {len(tags)} given; SageMaker allows at most 50")
-    for tag in tags:
-        if not (isinstance(tag, Mapping) and set(tag) == {"Key", "Value"}
-                and isinstance(tag["Key"], str) and 1 <= len(tag["Key"]) <= 128
-                and isinstance(tag["Value"], str) and len(tag["Value"]) <= 256):
-            raise UserInputError(f"tags: {tag!r} must be {{'Key': <1-128 chars>, 'Value': "
-                                 f"<up to 256 chars>}}")
-    return [dict(tag) for tag in tags]
+    request: dict[str, Any]
+    channels: list[inputs.Channel]
+    code_uri: str | None
 
 
 def _default_session(instance_type: str) -> BaseSession:
@@ -117,17 +89,47 @@ def _default_session(instance_type: str) -> BaseSession:
     return Session()
 
 
+def _one_session(session: Any, alias: Any) -> Any:
+    if session is not None and alias is not None:
+        raise UserInputError("give session or sagemaker_session, not both")
+    session = session if session is not None else alias
+    if session is not None and not isinstance(session, BaseSession):
+        raise UserInputError(f"session must be a ddpjob Session or LocalSession, got "
+                             f"{type(session).__name__}")
+    return session
+
+
+def _reject_extra(kwargs: Mapping[str, Any], known: list[str]) -> None:
+    for name in sorted(kwargs):
+        if name in UNSUPPORTED_ARGUMENTS:
+            raise UserInputError(f"{name} is an argument of the official SageMaker SDK that "
+                                 f"is not supported by ddpjob; remove it")
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UserInputError(f"unexpected argument {name!r}{hint}; see help(ddpjob.PyTorch) "
+                             f"for the arguments ddpjob accepts")
+
+
+def _code_source(entry_point: Any, source_dir: Any, dependencies: Any) -> packaging.SourceSpec:
+    """The checked code; an already stored archive (file://, as attach passes) is used as is."""
+    if isinstance(source_dir, str) and source_dir.startswith("file://") and \
+            source_dir.endswith(".tar.gz") and isinstance(entry_point, str):
+        return packaging.SourceSpec(entry_point, entry_point, None, (), source_uri=source_dir)
+    return packaging.check_source(entry_point, source_dir, dependencies)
+
+
 class Estimator:
     """A DDP training job's definition: code, hosts, distribution, data and output locations.
 
-    Arguments are those of the official SDK's `sagemaker.estimator.Framework` (see issue 3 and
-    the README): `entry_point` (script; relative to `source_dir` when that is given),
-    `source_dir`, `dependencies`, `hyperparameters`, `instance_count`, `instance_type`
-    ("local", "local_gpu" or "ml.*"), `distribution`, `role`, `image_uri`, `output_path`,
-    `code_location`, `base_job_name`, `environment`, `max_run`, `checkpoint_s3_uri`,
-    `checkpoint_local_path`, `tags`, `session` (default: LocalSession for local instance types,
-    else Session), `use_spot_instances`, `max_wait`, `max_retry_attempts`,
-    `container_log_level`. `sagemaker_session` is accepted as another name for `session`.
+    Arguments are those of the official SDK's `sagemaker.estimator.Framework`: `entry_point`,
+    `source_dir`, `dependencies`, `git_config`, `hyperparameters`, `instance_count`,
+    `instance_type` ("local", "local_gpu" or "ml.*"), `distribution`, `role`, `image_uri`,
+    `output_path`, `code_location`, `base_job_name`, `environment`, `max_run`,
+    `checkpoint_s3_uri`, `tags`, `session` (alias `sagemaker_session`; default: LocalSession for
+    local instance types, else Session), `use_spot_instances`, `max_wait`, `max_retry_attempts`,
+    `container_log_level`, and every argument of `ddpjob.arguments.ROWS` (volume_size,
+    metric_definitions, subnets, ...). v1 names (`train_instance_type`, ...) are renamed with a
+    warning; arguments the official SDK ignores (`job_name`, `wait`, ...) are ignored with one.
     """
 
     _default_base_job_name: str | None = None
@@ -149,114 +151,161 @@ class Estimator:
         environment: Mapping[str, str] | None = None,
         max_run: int = DEFAULT_MAX_RUN,
         checkpoint_s3_uri: str | None = None,
-        checkpoint_local_path: str | None = None,
         tags: list[dict[str, str]] | Mapping[str, str] | None = None,
         session: BaseSession | None = None,
         use_spot_instances: bool = False,
         max_wait: int | None = None,
         max_retry_attempts: int | None = None,
         container_log_level: int = logging.INFO,
+        git_config: Mapping[str, str] | None = None,
         **kwargs: Any,
     ):
         """Check every argument now (UserInputError naming it); nothing is packed or sent."""
-        session = self._pop_session_alias(session, kwargs)
-        self._reject_extra(kwargs)
+        kwargs = dict(kwargs)
+        session = _one_session(session, kwargs.pop("sagemaker_session", None))
+        renamed = arguments.rename_v1(kwargs)
+        core = {"instance_count": instance_count, "instance_type": instance_type,
+                "max_run": max_run, "use_spot_instances": use_spot_instances,
+                "max_wait": max_wait, "image_uri": image_uri}
+        core.update({name: renamed.pop(name) for name in _NAMED_V2 if name in renamed})
+        kwargs.update(renamed)
+        arguments.drop_ignored(kwargs)
+        table = {name: kwargs.pop(name) for name in list(kwargs) if name in arguments.BY_NAME}
+        _reject_extra(kwargs, [*arguments.BY_NAME, *core, "source_dir", "hyperparameters",
+                               "distribution", "environment", "output_path"])
+        self._init_resources(core, session)
+        self._init_code(entry_point, source_dir, dependencies, git_config)
+        self._init_job(hyperparameters, distribution, role, base_job_name, environment,
+                       max_retry_attempts, container_log_level, tags)
+        self._table = arguments.check({**self._table_defaults(), **table})
+        for name, value in self._table.items():
+            setattr(self, name, value)
+        self.output_path = self._check_location(output_path, "output_path")
+        self.code_location = self._check_location(code_location, "code_location")
+        self.checkpoint_s3_uri = self._check_location(checkpoint_s3_uri, "checkpoint_s3_uri")
+        self.latest_training_job: TrainingJob | None = None
+        self._resolved_image: str | None = None
+
+    # ------------------------------------------------------------------ argument checks
+
+    def _init_resources(self, core: dict[str, Any], session: BaseSession | None) -> None:
+        instance_type = core["instance_type"]
         if not isinstance(instance_type, str) or not (
             instance_type in LOCAL_INSTANCE_TYPES or instance_type.startswith("ml.")
         ):
             raise UserInputError(f"instance_type {instance_type!r} is not allowed: use 'local' "
                                  f"(CPU), 'local_gpu' or a SageMaker type such as "
                                  f"'ml.g5.12xlarge'")
-        if session is not None and not isinstance(session, BaseSession):
-            raise UserInputError(f"session must be a ddpjob Session or LocalSession, got "
-                                 f"{type(session).__name__}")
         self.instance_type = instance_type
-        self.instance_count = _positive_int(instance_count, "instance_count")
-        self._source = packaging.check_source(entry_point, source_dir, dependencies)
-        self.entry_point, self.source_dir = entry_point, source_dir
-        self.dependencies = list(dependencies or [])
-        self._hyperparameters = check_user_hyperparameters(hyperparameters)
-        self._user_hyperparameters = dict(hyperparameters or {})
-        self.distribution = dict(distribution) if isinstance(distribution, Mapping) else \
-            distribution
-        self._distribution_hps = distribution_hyperparameters(distribution, instance_type)
-        if self._distribution_hps.get(MPI) and self.instance_count > 1:
-            # Multi-host mpirun needs sshd and orted on every host, which the image lacks.
-            raise UserInputError(
-                f"distribution 'mpi' runs on one host (instance_count=1), got instance_count="
-                f"{self.instance_count}: use {{'torch_distributed': {{'enabled': True}}}} for "
-                f"several hosts")
-        self.role = _optional_str(role, "role")
-        self.image_uri = _optional_str(image_uri, "image_uri")
-        self.base_job_name = (naming.check_base_job_name(base_job_name)
-                              if base_job_name is not None else None)
-        self.environment = _check_environment(environment)
-        self.max_run = _positive_int(max_run, "max_run")
-        if not isinstance(use_spot_instances, bool):
-            raise UserInputError(f"use_spot_instances must be True or False, got "
-                                 f"{use_spot_instances!r}")
-        self.use_spot_instances = use_spot_instances
-        self.max_wait = None if max_wait is None else _positive_int(max_wait, "max_wait")
-        if self.max_wait is not None and not use_spot_instances:
-            raise UserInputError("max_wait is only allowed with use_spot_instances=True")
-        if self.max_wait is not None and self.max_wait < self.max_run:
-            raise UserInputError(f"max_wait ({self.max_wait}) must be >= max_run "
-                                 f"({self.max_run})")
-        self.max_retry_attempts = (None if max_retry_attempts is None else
-                                   _positive_int(max_retry_attempts, "max_retry_attempts",
-                                                 high=30))
-        self.container_log_level = _positive_int(container_log_level, "container_log_level",
-                                                 low=0)
-        self.tags = _check_tags(tags)
-        self.checkpoint_local_path = _optional_str(checkpoint_local_path,
-                                                   "checkpoint_local_path")
+        self.instance_count = validation.positive_int(core["instance_count"], "instance_count")
         self.sagemaker_session = self.session = session or _default_session(instance_type)
-        local = self.session.local
-        if local != (instance_type in LOCAL_INSTANCE_TYPES):
+        if not self.session.accepts_instance_type(instance_type):
             raise UserInputError(
                 f"instance_type {instance_type!r} cannot run on a "
                 f"{type(self.session).__name__}: use 'local'/'local_gpu' with LocalSession and "
                 f"'ml.*' types with Session")
-        if not local and self.image_uri is None:
+        self.image_uri = validation.optional_str(core["image_uri"], "image_uri")
+        self.max_run = validation.positive_int(core["max_run"], "max_run")
+        spot = core["use_spot_instances"]
+        if not isinstance(spot, bool):
+            raise UserInputError(f"use_spot_instances must be True or False, got {spot!r}")
+        self.use_spot_instances = spot
+        self.max_wait = validation.optional_int(core["max_wait"], "max_wait")
+        if self.max_wait is not None and not spot:
+            raise UserInputError("max_wait is only allowed with use_spot_instances=True")
+        if self.max_wait is not None and self.max_wait < self.max_run:
+            raise UserInputError(f"max_wait ({self.max_wait}) must be >= max_run "
+                                 f"({self.max_run})")
+
+    def _init_code(self, entry_point: Any, source_dir: Any, dependencies: Any,
+                   git_config: Any) -> None:
+        self.entry_point, self.source_dir = entry_point, source_dir
+        self.dependencies = list(dependencies or [])
+        self.git_config = gitsource.check(git_config)
+        self._clone: gitsource.Clone | None = None
+        # With git_config the code exists once cloned, when the job is planned.
+        self._source_spec = None if self.git_config else _code_source(
+            entry_point, source_dir, dependencies)
+
+    def _init_job(self, hyperparameters: Any, distribution: Any, role: Any, base_job_name: Any,
+                  environment: Any, max_retry_attempts: Any, container_log_level: Any,
+                  tags: Any) -> None:
+        self._hyperparameters = check_user_hyperparameters(hyperparameters)
+        self.distribution = dict(distribution) if isinstance(distribution, Mapping) else \
+            distribution
+        self._distribution_hps = distribution_hyperparameters(
+            distribution, self.instance_type, dlc=self.uses_dlc)
+        if self._distribution_hps.get(MPI) and self.instance_count > 1 and not self.uses_dlc:
+            # Multi-host mpirun needs sshd and orted on every host: SageMaker's DLC has them,
+            # the ddpjob image and local hosts do not.
             raise UserInputError(
-                "image_uri is required for SageMaker jobs: build the ddpjob image (container/) "
-                "and push it to ECR, then pass image_uri='<account>.dkr.ecr.<region>."
-                "amazonaws.com/ddpjob:<tag>'")
-        self.output_path = self._check_location(output_path, "output_path")
-        self.code_location = self._check_location(code_location, "code_location")
-        self.checkpoint_s3_uri = self._check_location(checkpoint_s3_uri, "checkpoint_s3_uri")
-        self.latest_training_job: TrainingJob | None = None
-        self._current_job_name: str | None = None
+                f"distribution 'mpi' runs on one host (instance_count=1) unless the job runs on "
+                f"SageMaker's PyTorch container, got instance_count={self.instance_count}: use "
+                f"{{'torch_distributed': {{'enabled': True}}}} for several hosts")
+        self.role = validation.optional_str(role, "role")
+        self.base_job_name = (naming.check_base_job_name(base_job_name)
+                              if base_job_name is not None else None)
+        self.environment = validation.environment(environment)
+        self.max_retry_attempts = validation.optional_int(max_retry_attempts,
+                                                          "max_retry_attempts", high=30)
+        self.container_log_level = validation.positive_int(container_log_level,
+                                                           "container_log_level", low=0)
+        self.tags = validation.tags(tags)
 
-    # ------------------------------------------------------------------ argument checks
-
-    @staticmethod
-    def _pop_session_alias(session: Any, kwargs: dict[str, Any]) -> Any:
-        if "sagemaker_session" in kwargs:
-            alias = kwargs.pop("sagemaker_session")
-            if session is not None and alias is not None:
-                raise UserInputError("give session or sagemaker_session, not both")
-            session = session or alias
-        return session
-
-    @staticmethod
-    def _reject_extra(kwargs: Mapping[str, Any]) -> None:
-        for name in sorted(kwargs):
-            if name in UNSUPPORTED_ARGUMENTS:
-                raise UserInputError(f"{name} is an argument of the official SageMaker SDK "
-                                     f"that is not supported by ddpjob; remove it")
-        if kwargs:
-            raise UserInputError(f"unexpected argument {sorted(kwargs)[0]!r}; see "
-                                 f"help(ddpjob.PyTorch) for the arguments ddpjob accepts")
+    def _table_defaults(self) -> dict[str, Any]:
+        """Defaults of table arguments that depend on the estimator (see PyTorch)."""
+        return {}
 
     def _check_location(self, uri: Any, argument: str) -> str | None:
-        """None, or the folder URI (plain paths become file:// in local mode)."""
+        """None, or the folder URI (plain paths become file:// where the session takes them)."""
         if uri is None:
             return None
         location = storage.parse(uri, argument=argument)
-        if location.scheme == "file" and not self.session.local:
-            raise UserInputError(f"{argument} {uri!r}: SageMaker jobs need an s3:// URI")
+        if location.scheme not in self.session.uri_schemes:
+            allowed = " or ".join(f"{scheme}://" for scheme in self.session.uri_schemes)
+            raise UserInputError(f"{argument} {uri!r}: jobs of a {type(self.session).__name__} "
+                                 f"need an {allowed} URI")
         return location.uri if location.scheme == "file" else uri
+
+    # ------------------------------------------------------------------ image and code
+
+    def _image_request(self) -> ImageRequest | None:
+        """What picks SageMaker's container when no image_uri is given (None: none does)."""
+        return None
+
+    @property
+    def uses_dlc(self) -> bool:
+        """True when the job runs on SageMaker's PyTorch container (not the ddpjob image), so
+        the code archive must carry `ddpjob_runtime`."""
+        if self.image_uri is not None:
+            return is_dlc(self.image_uri)
+        return self.instance_type.startswith("ml.") and self._image_request() is not None
+
+    def training_image_uri(self) -> str:
+        """The TrainingImage: `image_uri`, SageMaker's container for an `ml.*` job, or the
+        label of the runtime installed here for a local one."""
+        if self.image_uri is not None:
+            return self.image_uri
+        if not self.instance_type.startswith("ml."):
+            return LOCAL_IMAGE
+        request = self._image_request()
+        if request is None:
+            raise UserInputError(
+                "image_uri is required for an Estimator on SageMaker: use ddpjob.PyTorch (which "
+                "picks SageMaker's PyTorch container) or pass image_uri='<ECR image>'")
+        if self._resolved_image is None:  # the SDK's data is read once per estimator
+            self._resolved_image = training_image_uri(request)
+        return self._resolved_image
+
+    @property
+    def _source(self) -> packaging.SourceSpec:
+        if self._source_spec is None:  # git_config: clone now, paths are inside the clone
+            self._clone = gitsource.clone(self.git_config or {})
+            source_dir = self._clone.path(self.source_dir)
+            entry = self.entry_point if source_dir else self._clone.path(self.entry_point)
+            self._source_spec = packaging.check_source(
+                entry, source_dir, [self._clone.path(d) for d in self.dependencies] or None)
+        return self._source_spec
 
     # ------------------------------------------------------------------ the request
 
@@ -268,40 +317,17 @@ class Estimator:
         ) or DEFAULT_BASE_JOB_NAME
         return naming.name_from_base(base)
 
-    def _role(self) -> str:
-        if self.session.local:
-            return self.role or self.session.default_role() or LOCAL_ROLE
-        from ddpjob.session import require_role
-
-        return self.session.expand_role(require_role(self.role or self.session.default_role()))
-
-    def _output_path(self) -> str:
-        if self.output_path is None:
-            self.output_path = self.session.default_output_path()
-        return self.output_path
-
-    def _code_uri(self, job_name: str) -> str:
-        if self._source.source_uri:
-            return self._source.source_uri
-        base = self.code_location or self._output_path()
-        return storage.join(base, job_name, "source", packaging.ARCHIVE_NAME)
-
-    def _data_prefix(self, job_name: str) -> str:
-        """Where local inputs of a SageMaker job go: s3://<default bucket>/<job>/input/."""
-        return storage.join(self.session.default_output_path(), job_name, "input")
-
     def hyperparameters(self) -> dict[str, str]:
         """The user's hyperparameters, JSON-encoded as the official SDK sends them."""
         return dict(self._hyperparameters)
 
-    def _plan(self, inputs_arg: Any, job_name: str | None) -> tuple[dict, list[inputs.Channel]]:
-        """The validated request and its channels (which say what to upload); no I/O on data."""
-        name = self._job_name(job_name)
-        role = self._role()  # before anything that may create the default bucket
-        channel_list = inputs.channels(inputs_arg, local=self.session.local,
-                                       data_prefix=lambda: self._data_prefix(name))
+    def _framework_hyperparameters(self) -> dict[str, Any]:
+        """Hyperparameters a framework adds (raw values); see PyTorch's compiler_config."""
+        return {}
+
+    def _encoded_hyperparameters(self, name: str, code_uri: str) -> dict[str, str]:
         script_mode = {
-            "sagemaker_submit_directory": self._code_uri(name),
+            "sagemaker_submit_directory": code_uri,
             "sagemaker_program": self._source.script_name,
             "sagemaker_container_log_level": self.container_log_level,
             "sagemaker_job_name": name,
@@ -309,80 +335,73 @@ class Estimator:
         if self.session.region_name:
             script_mode["sagemaker_region"] = self.session.region_name
         encoded = {**self._hyperparameters, **encode(script_mode),
-                   **encode(self._distribution_hps)}
+                   **encode(self._distribution_hps), **encode(self._framework_hyperparameters())}
         check_total(encoded, len(self._hyperparameters))
-        request = build_request(
-            job_name=name,
-            image_uri=self.image_uri or LOCAL_IMAGE,
-            role=role,
-            instance_type=self.instance_type,
-            instance_count=self.instance_count,
-            output_path=self._output_path(),
-            hyperparameters=encoded,
-            channels=[channel.config for channel in channel_list],
-            max_run=self.max_run,
-            max_wait=self.max_wait,
-            use_spot_instances=self.use_spot_instances,
-            max_retry_attempts=self.max_retry_attempts,
-            environment=self.environment,
-            tags=self.tags,
-            checkpoint_s3_uri=self.checkpoint_s3_uri,
-            checkpoint_local_path=self.checkpoint_local_path,
-        )
-        validate_request(request)
-        return request, channel_list
+        return encoded
+
+    def _plan(self, inputs_arg: Any, job_name: str | None, *, submit: bool) -> Plan:
+        """The validated request and what to store first. Pure unless `submit` (which may
+        create the session's default bucket)."""
+        name = self._job_name(job_name)
+        role = self.session.expand_role(self.role or self.session.default_role())
+        default_root: Callable[[], str] = functools.cache(
+            self.session.default_output_path if submit else self.session.planned_output_path)
+        output_path = self.output_path or default_root()
+
+        def input_location(channel: str) -> str | None:
+            if not self.session.stages_local_inputs:
+                return None
+            return storage.join(default_root(), name, "input", channel)
+
+        channel_list = inputs.channels(inputs_arg, input_location)
+        code_uri = self._source.source_uri or storage.join(
+            self.code_location or output_path, name, "source", packaging.ARCHIVE_NAME)
+        spec = JobSpec(
+            job_name=name, image_uri=self.training_image_uri(), role=role,
+            instance_type=self.instance_type, instance_count=self.instance_count,
+            output_path=output_path,
+            hyperparameters=self._encoded_hyperparameters(name, code_uri),
+            channels=[channel.config for channel in channel_list], max_run=self.max_run,
+            max_wait=self.max_wait, use_spot_instances=self.use_spot_instances,
+            max_retry_attempts=self.max_retry_attempts, environment=self.environment,
+            tags=self.tags, checkpoint_s3_uri=self.checkpoint_s3_uri)
+        request = validate_request(build_request(spec, arguments.request_part(self._table)))
+        self.session.check_request(request)
+        return Plan(dict(request), channel_list,
+                    None if self._source.source_uri else code_uri)
 
     def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
         """The dry run: the CreateTrainingJob request `fit` would send, checked by botocore.
 
-        Nothing is packed, uploaded or submitted; the code's URI is where `fit` would put it.
+        Nothing is packed, uploaded, created or submitted; the code's URI is where `fit` would
+        put it (a SageMaker Session's default bucket shows a placeholder account until known).
         """
-        request, _ = self._plan(inputs, job_name)
-        return request
+        return self._plan(inputs, job_name, submit=False).request
 
     # ------------------------------------------------------------------ running
 
-    def _stage_code(self, request: Mapping[str, Any]) -> None:
-        """Pack the source and store it at sagemaker_submit_directory, unless already there."""
-        if self._source.source_uri:
-            return
-        uri = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
-        with tempfile.TemporaryDirectory(prefix="ddpjob-pack-") as tmp:
-            archive = Path(tmp, packaging.ARCHIVE_NAME)
-            digest = packaging.pack(self._source, archive)
-            if storage.content_sha256(uri) == digest:
-                logger.info("source unchanged at %s, not uploaded again", uri)
-                return
-            storage.upload_file(archive, uri, sha256=digest)
-            logger.info("uploaded source to %s", uri)
-
-    def fit(self, inputs: Any = None, wait: bool = True, logs: bool = True,
+    def fit(self, inputs: Any = None, wait: bool = True, logs: bool | str = "All",
             job_name: str | None = None) -> None:
         """Pack and upload the code (and local inputs of a SageMaker job), submit the job and,
         with `wait`, follow it to the end (raising JobFailedError when it fails).
 
-        `inputs`: a URI (channel "training"), or a dict channel -> URI; file:// and plain paths
-        are local data (used in place in local mode, uploaded to S3 for SageMaker jobs).
+        `inputs`: a URI (channel "training"), a TrainingInput, or a dict channel -> either;
+        file:// and plain paths are local data (read in place by local jobs, uploaded first
+        for SageMaker jobs). `logs`: "All"/True prints every host's lines, "None"/False not.
         """
-        request, channel_list = self._plan(inputs, job_name)
-        for path in (self.output_path, self.code_location, self.checkpoint_s3_uri):
-            if path is not None and storage.is_s3(path):
-                storage.check_bucket(path)  # a missing bucket fails before anything is sent
-        self._stage_code(request)
-        for channel in channel_list:
-            if channel.upload_from is not None:
-                uri = channel.config["DataSource"]["S3DataSource"]["S3Uri"]
-                if channel.upload_from.is_dir():
-                    storage.upload_dir(channel.upload_from, uri)
-                else:
-                    storage.upload_file(channel.upload_from,
-                                        storage.join(uri, channel.upload_from.name))
-        self.session.create_training_job(request)
-        self._current_job_name = request["TrainingJobName"]
-        self.latest_training_job = TrainingJob(self.session, self._current_job_name)
-        print(f"Started training job {self._current_job_name}", flush=True)
+        if logs not in (True, False, "All", "None", "Rules"):
+            raise UserInputError(f"logs must be 'All', 'None', True or False, got {logs!r}")
+        plan = self._plan(inputs, job_name, submit=True)
+        staging.check_buckets((self.output_path, self.code_location, self.checkpoint_s3_uri))
+        if plan.code_uri is not None:
+            staging.stage_code(self._source, plan.code_uri)
+        staging.stage_inputs(plan.channels)
+        self.session.create_training_job(plan.request)
+        name = plan.request["TrainingJobName"]
+        self.latest_training_job = TrainingJob(self.session, name)
+        print(f"Started training job {name}", flush=True)
         if wait:
-            self.latest_training_job.wait(logs=logs)
+            self.latest_training_job.wait(logs=logs in (True, "All"))
 
     def _job(self) -> TrainingJob:
         if self.latest_training_job is None:
@@ -403,11 +422,7 @@ class Estimator:
 
     @property
     def model_data(self) -> str | None:
-        """URI of the latest job's model.tar.gz.
-
-        As in SageMaker's DescribeTrainingJob, this is where the model is (or will be) written;
-        the file is there once the job has completed.
-        """
+        """URI of the latest job's model.tar.gz (where it is, or will be once Completed)."""
         artifacts = self.describe().get("ModelArtifacts") or {}
         return artifacts.get("S3ModelArtifacts")
 
@@ -439,102 +454,69 @@ class Estimator:
     # ------------------------------------------------------------------ attach
 
     @classmethod
-    def attach(cls, training_job_name: str, session: BaseSession | None = None,
+    def attach(cls, training_job_name: str, sagemaker_session: BaseSession | None = None,
+               model_channel_name: str = "model", *, session: BaseSession | None = None,
                wait: bool = True, logs: bool = True) -> Estimator:
-        """An estimator for an existing job (started here or elsewhere), rebuilt from its
-        description. `session` defaults to a LocalSession; pass `Session()` for SageMaker
-        jobs. With `wait`, follow the job until it ends."""
+        """An estimator for an existing job (started here or elsewhere), made through the
+        constructor from the job's description, as the official SDK does. The session
+        defaults to a LocalSession; pass `Session()` for SageMaker jobs. With `wait`, follow
+        the job until it ends."""
         naming.check_job_name(training_job_name, "training_job_name")
+        session = _one_session(session, sagemaker_session)
         if session is None:
             from ddpjob.local.session import LocalSession
 
             session = LocalSession()
         description = session.describe_training_job(training_job_name)
-        estimator = cls.__new__(cls)
-        estimator._init_from_description(description, session)
+        params = init_params_from_description(description, LOCAL_IMAGE)
+        if model_channel_name != "model":
+            params["model_channel_name"] = model_channel_name
+        estimator = cls(session=session, **params)
+        estimator.latest_training_job = TrainingJob(session, training_job_name)
         if wait:
             estimator.latest_training_job.wait(logs=logs)
         return estimator
 
-    def _init_from_description(self, description: Mapping[str, Any],
-                               session: BaseSession) -> None:
-        raw = description.get("HyperParameters") or {}
-        decoded = decode(raw)
-        resources = description.get("ResourceConfig", {})
-        stopping = description.get("StoppingCondition", {})
-        checkpoint = description.get("CheckpointConfig") or {}
-        self.session = self.sagemaker_session = session
-        self.instance_type = resources.get("InstanceType")
-        self.instance_count = resources.get("InstanceCount", 1)
-        self.entry_point = decoded.get("sagemaker_program")
-        self.source_dir = decoded.get("sagemaker_submit_directory")
-        self.dependencies = []
-        self._source = packaging.SourceSpec(self.entry_point or "", self.entry_point or "",
-                                            None, (), source_uri=self.source_dir)
-        self._user_hyperparameters = {k: v for k, v in decoded.items()
-                                      if not k.startswith(_RESERVED_HP)}
-        self._hyperparameters = {k: v for k, v in raw.items() if not k.startswith(_RESERVED_HP)}
-        self.distribution = _distribution_from(decoded)
-        self._distribution_hps = {k: v for k, v in decoded.items()
-                                  if k.startswith(_RESERVED_HP) and k not in (
-                                      "sagemaker_program", "sagemaker_submit_directory",
-                                      "sagemaker_container_log_level", "sagemaker_job_name",
-                                      "sagemaker_region")}
-        self.role = description.get("RoleArn")
-        self.image_uri = description.get("AlgorithmSpecification", {}).get("TrainingImage")
-        self.output_path = description.get("OutputDataConfig", {}).get("S3OutputPath")
-        self.code_location = None
-        self.base_job_name = None
-        self.environment = dict(description.get("Environment") or {})
-        self.max_run = stopping.get("MaxRuntimeInSeconds", DEFAULT_MAX_RUN)
-        self.max_wait = stopping.get("MaxWaitTimeInSeconds")
-        self.use_spot_instances = bool(description.get("EnableManagedSpotTraining"))
-        self.max_retry_attempts = (description.get("RetryStrategy") or {}).get(
-            "MaximumRetryAttempts")
-        self.container_log_level = decoded.get("sagemaker_container_log_level", logging.INFO)
-        self.tags = []
-        self.checkpoint_s3_uri = checkpoint.get("S3Uri")
-        self.checkpoint_local_path = checkpoint.get("LocalPath")
-        self._current_job_name = description["TrainingJobName"]
-        self.latest_training_job = TrainingJob(session, self._current_job_name)
-
-
-def _distribution_from(decoded: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The `distribution` dict that gives these hyperparameters (for attach)."""
-    result: dict[str, Any] = {}
-    if decoded.get("sagemaker_torch_distributed_enabled") is True:
-        result["torch_distributed"] = {"enabled": True}
-    if decoded.get("sagemaker_pytorch_ddp_enabled") is True:
-        result["pytorchddp"] = {"enabled": True}
-    if decoded.get("sagemaker_distributed_dataparallel_enabled") is True:
-        result["smdistributed"] = {"dataparallel": {"enabled": True}}
-    if decoded.get("sagemaker_mpi_enabled") is True:
-        mpi: dict[str, Any] = {"enabled": True}
-        if decoded.get("sagemaker_mpi_num_of_processes_per_host"):
-            mpi["processes_per_host"] = decoded["sagemaker_mpi_num_of_processes_per_host"]
-        result["mpi"] = mpi
-    if decoded.get("ddpjob_processes_per_host"):
-        result["processes_per_host"] = decoded["ddpjob_processes_per_host"]
-    return result or None
-
 
 class PyTorch(Estimator):
-    """An Estimator for PyTorch scripts; `framework_version` and `py_version` are recorded.
-
-    The job runs the ddpjob runtime: locally the one installed here, on SageMaker the image
-    named by `image_uri` (container/), whatever the framework version says.
+    """An Estimator for PyTorch scripts; on `ml.*` with no `image_uri` the job runs on
+    SageMaker's PyTorch training container for `framework_version`/`py_version` (defaults:
+    `image_uris.DEFAULT_FRAMEWORK_VERSION`/`DEFAULT_PY_VERSION`) and the instance's processor.
     """
 
     _default_base_job_name = DEFAULT_BASE_JOB_NAME
 
     def __init__(self, entry_point: str | os.PathLike, framework_version: str | None = None,
-                 py_version: str | None = None, **kwargs: Any):
-        """See `Estimator`; `framework_version`/`py_version` are strings such as "2.3", "py311"."""
-        self.framework_version = _optional_str(framework_version, "framework_version")
-        self.py_version = _optional_str(py_version, "py_version")
+                 py_version: str | None = None, compiler_config: Any = None, **kwargs: Any):
+        """See `Estimator`; `framework_version`/`py_version` are strings such as "2.3.0",
+        "py311"; `compiler_config` is the official SDK's TrainingCompilerConfig."""
+        self.framework_version = validation.optional_str(framework_version, "framework_version")
+        self.py_version = validation.optional_str(py_version, "py_version")
+        if compiler_config is not None and not callable(
+            getattr(compiler_config, "_to_hyperparameter_dict", None)
+        ):
+            raise UserInputError("compiler_config must be the official SDK's "
+                                 "TrainingCompilerConfig")
+        self.compiler_config = compiler_config
         super().__init__(entry_point, **kwargs)
 
-    def _init_from_description(self, description: Mapping[str, Any],
-                               session: BaseSession) -> None:
-        super()._init_from_description(description, session)
-        self.framework_version = self.py_version = None
+    def _image_request(self) -> ImageRequest:
+        return ImageRequest(PYTORCH, self.framework_version or DEFAULT_FRAMEWORK_VERSION,
+                            self.py_version or (None if self.framework_version
+                                                else DEFAULT_PY_VERSION),
+                            self.instance_type, self.session.region_name or "",
+                            distribution=self.distribution)
+
+    def _table_defaults(self) -> dict[str, Any]:
+        # As the official PyTorch estimator: metrics time series on from PyTorch 1.3.
+        version = self.framework_version or (DEFAULT_FRAMEWORK_VERSION if self.uses_dlc
+                                             else None)
+        if version is None or not self.instance_type.startswith("ml."):
+            return {}
+        major_minor = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+        return {"enable_sagemaker_metrics": True} if major_minor >= (1, 3) else {}
+
+    def _framework_hyperparameters(self) -> dict[str, Any]:
+        if not self.compiler_config:
+            return {}
+        return dict(self.compiler_config._to_hyperparameter_dict())

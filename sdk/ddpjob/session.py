@@ -117,6 +117,13 @@ class Session(BaseSession):
         """`s3://<default bucket>/`, creating the bucket when it does not exist."""
         return f"s3://{self.default_bucket()}/"
 
+    def planned_output_path(self) -> str:
+        """`s3://<default bucket>/` without calling AWS: the account is a placeholder until
+        `default_bucket()` has looked it up."""
+        if self._default_bucket or self._bucket_override:
+            return f"s3://{self._default_bucket or self._bucket_override}/"
+        return f"s3://sagemaker-{self._region}-{self._account or 'account-id'}/"
+
     def default_role(self) -> str | None:
         """None: SageMaker jobs need an explicit role (see `require_role`)."""
         return None

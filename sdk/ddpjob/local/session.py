@@ -18,6 +18,7 @@ from ddpjob.base_session import BaseSession
 from ddpjob.job_status import TrainingJobStatus
 from ddpjob.local import hostroot, logtail
 from ddpjob.local.client import LocalSageMakerClient
+from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 
 HOME_ENV = "DDPJOB_HOME"
 LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"
@@ -49,6 +50,20 @@ class LocalSession(BaseSession):
     def default_output_path(self) -> str:
         """`file://<home>/output`: where jobs put model.tar.gz and output.tar.gz by default."""
         return (self.home / "output").as_uri()
+
+    uri_schemes = ("s3", "file")
+    stages_local_inputs = False
+
+    def accepts_instance_type(self, instance_type: str) -> bool:
+        """"local" (CPU) and "local_gpu"."""
+        return instance_type in LOCAL_INSTANCE_TYPES
+
+    def check_request(self, request: Mapping[str, Any]) -> None:
+        """Refuse what local hosts cannot do (Pipe input, manifests, instance groups, ...) and
+        log the members that have no effect on this machine."""
+        from ddpjob.arguments import check_local_request
+
+        check_local_request(request)
 
     def default_role(self) -> str:
         """A placeholder role ARN: local jobs assume no role, but the request needs one."""
