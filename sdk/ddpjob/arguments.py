@@ -236,7 +236,12 @@ def drop_ignored(kwargs: dict[str, Any]) -> None:
 
 def check(values: Mapping[str, Any]) -> dict[str, Any]:
     """Every row's checked value (its default when not given)."""
-    return {row.name: row.check(values.get(row.name, row.default)) for row in ROWS}
+    checked = {row.name: row.check(values.get(row.name, row.default)) for row in ROWS}
+    if (checked["subnets"] is None) != (checked["security_group_ids"] is None):
+        # The official SDK drops a VpcConfig with one half; a VPC job needs both.
+        raise UserInputError("subnets and security_group_ids go together: give both (a job "
+                             "in a VPC needs its subnets and security groups) or neither")
+    return checked
 
 
 def merge(target: dict[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,3 +301,7 @@ def check_local_request(request: Mapping[str, Any]) -> None:
     for row in ROWS:
         if row.local == NO_EFFECT and _read(row.member)(request) not in (None, row.default):
             logger.warning("%s has no effect on this machine (local mode)", row.name)
+
+
+if __name__ == "__main__":  # python -m ddpjob.arguments: the README's table
+    print(markdown_table())

@@ -15,6 +15,7 @@ from typing import Any
 
 from ddpjob.aws_errors import aws_errors
 from ddpjob.base_session import BaseSession
+from ddpjob.extras import require_torch
 from ddpjob.job_status import TrainingJobStatus
 from ddpjob.local import hostroot, logtail
 from ddpjob.local.client import LocalSageMakerClient
@@ -101,6 +102,7 @@ class LocalSession(BaseSession):
 
     def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """Send a CreateTrainingJob request; the job starts in the background."""
+        require_torch()
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
             return self._client.create_training_job(**request)
 
