@@ -68,8 +68,9 @@ class BaseSession(abc.ABC):
         """Where `default_output_path()` is, found without creating anything (the dry run)."""
         return self.default_output_path()
 
-    def check_request(self, request: Mapping[str, Any]) -> None:
-        """Refuse (UserInputError) what this backend cannot run; pure, before any upload."""
+    def check_request(self, request: Mapping[str, Any], *, submit: bool = False) -> None:
+        """Refuse (UserInputError) what this backend cannot run, before any upload; with
+        `submit`, also what it needs to start the job here. Pure."""
         return None
 
     def describe_training_job(self, job_name: str) -> dict[str, Any]:

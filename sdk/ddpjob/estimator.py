@@ -366,7 +366,7 @@ class Estimator:
             max_retry_attempts=self.max_retry_attempts, environment=self.environment,
             tags=self.tags, checkpoint_s3_uri=self.checkpoint_s3_uri)
         request = validate_request(build_request(spec, arguments.request_part(self._table)))
-        self.session.check_request(request)
+        self.session.check_request(request, submit=submit)
         return Plan(dict(request), channel_list,
                     None if self._source.source_uri else code_uri)
 

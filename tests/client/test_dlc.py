@@ -67,9 +67,9 @@ def test_default_version_is_the_newest_with_cpu_and_gpu_images() -> None:
     both = [v for v, entry in config["versions"].items()
             if set(entry.get("processors", config["processors"])) >= {"cpu", "gpu"}
             and REGION in entry["registries"]]
-    assert image_uris.DEFAULT_FRAMEWORK_VERSION == max(both, key=Version)
+    assert max(both, key=Version) == image_uris.DEFAULT_FRAMEWORK_VERSION
     entry = config["versions"][image_uris.DEFAULT_FRAMEWORK_VERSION]
-    assert image_uris.DEFAULT_PY_VERSION == entry["py_versions"][-1]
+    assert entry["py_versions"][-1] == image_uris.DEFAULT_PY_VERSION
 
 
 def test_given_versions_and_newest_py_version(make: Any) -> None:

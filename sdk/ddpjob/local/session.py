@@ -59,12 +59,14 @@ class LocalSession(BaseSession):
         """"local" (CPU) and "local_gpu"."""
         return instance_type in LOCAL_INSTANCE_TYPES
 
-    def check_request(self, request: Mapping[str, Any]) -> None:
+    def check_request(self, request: Mapping[str, Any], *, submit: bool = False) -> None:
         """Refuse what local hosts cannot do (Pipe input, manifests, instance groups, ...) and
-        log the members that have no effect on this machine."""
+        log the members that have no effect on this machine; a job to start needs torch."""
         from ddpjob.arguments import check_local_request
 
         check_local_request(request)
+        if submit:
+            require_torch()
 
     def default_role(self) -> str:
         """A placeholder role ARN: local jobs assume no role, but the request needs one."""
@@ -102,7 +104,6 @@ class LocalSession(BaseSession):
 
     def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """Send a CreateTrainingJob request; the job starts in the background."""
-        require_torch()
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
             return self._client.create_training_job(**request)
 
