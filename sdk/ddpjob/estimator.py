@@ -110,6 +110,14 @@ def _reject_extra(kwargs: Mapping[str, Any], known: list[str]) -> None:
                              f"for the arguments ddpjob accepts")
 
 
+def _first_group_type(groups: Any) -> str | None:
+    """The instance type of the first of `instance_groups` (official objects or dicts)."""
+    if not isinstance(groups, (list, tuple)) or not groups:
+        return None
+    first = arguments.BY_NAME["instance_groups"].check(groups)[0]
+    return first.get("InstanceType")
+
+
 def _code_source(entry_point: Any, source_dir: Any, dependencies: Any) -> packaging.SourceSpec:
     """The checked code; an already stored archive (file://, as attach passes) is used as is."""
     if isinstance(source_dir, str) and source_dir.startswith("file://") and \
@@ -123,7 +131,8 @@ class Estimator:
 
     Arguments are those of the official SDK's `sagemaker.estimator.Framework`: `entry_point`,
     `source_dir`, `dependencies`, `git_config`, `hyperparameters`, `instance_count`,
-    `instance_type` ("local", "local_gpu" or "ml.*"), `distribution`, `role`, `image_uri`,
+    `instance_type` ("local" (the default), "local_gpu" or "ml.*"; with `instance_groups`,
+    the first group's type picks the session and container), `distribution`, `role`, `image_uri`,
     `output_path`, `code_location`, `base_job_name`, `environment`, `max_run`,
     `checkpoint_s3_uri`, `tags`, `session` (alias `sagemaker_session`; default: LocalSession for
     local instance types, else Session), `use_spot_instances`, `max_wait`, `max_retry_attempts`,
@@ -141,7 +150,7 @@ class Estimator:
         dependencies: list[str | os.PathLike] | None = None,
         hyperparameters: Mapping[str, Any] | None = None,
         instance_count: int = 1,
-        instance_type: str = "local",
+        instance_type: str | None = None,
         distribution: Mapping[str, Any] | None = None,
         role: str | None = None,
         image_uri: str | None = None,
@@ -171,6 +180,8 @@ class Estimator:
         kwargs.update(renamed)
         arguments.drop_ignored(kwargs)
         table = {name: kwargs.pop(name) for name in list(kwargs) if name in arguments.BY_NAME}
+        if core["instance_type"] is None:  # as the official SDK: groups carry their types
+            core["instance_type"] = _first_group_type(table.get("instance_groups")) or "local"
         _reject_extra(kwargs, [*arguments.BY_NAME, *core, "source_dir", "hyperparameters",
                                "distribution", "environment", "output_path"])
         self._init_resources(core, session)
