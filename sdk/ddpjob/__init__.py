@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Estimator": "ddpjob.estimator",
     "HuggingFace": "ddpjob.huggingface",
-    "PyTorch": "ddpjob.estimator",
+    "PyTorch": "ddpjob.pytorch",
     "TrainingInput": "ddpjob.training_input",
     "LocalSession": "ddpjob.local.session",
     "Session": "ddpjob.session",
@@ -22,9 +22,10 @@ _EXPORTS = {
 __all__ = ["Estimator", "HuggingFace", "LocalSession", "PyTorch", "Session", "TrainingInput"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.estimator import Estimator, PyTorch
+    from ddpjob.estimator import Estimator
     from ddpjob.huggingface import HuggingFace
     from ddpjob.local.session import LocalSession
+    from ddpjob.pytorch import PyTorch
     from ddpjob.session import Session
     from ddpjob.training_input import TrainingInput
 

@@ -12,6 +12,7 @@ keyword arguments it accepts and drops (`DROPPED`), accepted here with the same 
 
 from __future__ import annotations
 
+import difflib
 import logging
 import warnings
 from collections.abc import Callable, Mapping
@@ -232,6 +233,27 @@ def drop_ignored(kwargs: dict[str, Any]) -> None:
         hint = " (pass it to fit())" if name in ("job_name", "wait", "logs") else ""
         _warn(f"{name} is not an estimator argument; ignored, as the official SDK ignores "
               f"it{hint}")
+
+
+#: Official SDK arguments that ddpjob refuses (each would change what runs in a way it cannot
+#: honour). Every other official argument is accepted: see `arguments`.
+UNSUPPORTED_ARGUMENTS = frozenset({
+    "rules", "container_entry_point", "container_arguments", "checkpoint_s3_uri_kms_key",
+    "training_recipe", "recipe_overrides", "instance_placement_config", "algorithm_arn",
+    "tensorflow_version",
+})
+
+
+def reject_unknown(kwargs: Mapping[str, Any], known: list[str]) -> None:
+    """One line for the first argument that is neither a parameter nor a row (with a hint)."""
+    for name in sorted(kwargs):
+        if name in UNSUPPORTED_ARGUMENTS:
+            raise UserInputError(f"{name} is an argument of the official SageMaker SDK that "
+                                 f"is not supported by ddpjob; remove it")
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UserInputError(f"unexpected argument {name!r}{hint}; see help(ddpjob.PyTorch) "
+                             f"for the arguments ddpjob accepts")
 
 
 def check(values: Mapping[str, Any]) -> dict[str, Any]:

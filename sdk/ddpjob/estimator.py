@@ -13,18 +13,15 @@ What differs between backends is asked of the session, never branched on here.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ddpjob import (
     arguments,
-    checkpoint_store,
     gitsource,
     inputs,
     naming,
@@ -38,13 +35,11 @@ from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
 from ddpjob.hyperparameters import check_total, check_user_hyperparameters, encode
 from ddpjob.image_uris import (
-    DEFAULT_FRAMEWORK_VERSION,
-    DEFAULT_PY_VERSION,
-    PYTORCH,
     ImageRequest,
     is_dlc,
     training_image_uri,
 )
+from ddpjob.job_results import JobResults
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 from ddpjob.reattach import init_params_from_description
 from ddpjob.request import JobSpec, build_request, validate_request
@@ -57,13 +52,6 @@ logger = logging.getLogger(__name__)
 LOCAL_IMAGE = "ddpjob-local"
 DEFAULT_MAX_RUN = 24 * 60 * 60
 DEFAULT_BASE_JOB_NAME = "pytorch-training"
-#: Official SDK arguments that ddpjob refuses (each would change what runs in a way it cannot
-#: honour). Every other official argument is accepted: see `arguments`.
-UNSUPPORTED_ARGUMENTS = frozenset({
-    "rules", "container_entry_point", "container_arguments", "checkpoint_s3_uri_kms_key",
-    "training_recipe", "recipe_overrides", "instance_placement_config", "algorithm_arn",
-    "tensorflow_version",
-})
 #: v1 names whose v2 name is a parameter of `Estimator.__init__` (the rest are table rows).
 _NAMED_V2 = ("instance_count", "instance_type", "max_run", "use_spot_instances", "max_wait",
              "image_uri")
@@ -99,17 +87,6 @@ def _one_session(session: Any, alias: Any) -> Any:
     return session
 
 
-def _reject_extra(kwargs: Mapping[str, Any], known: list[str]) -> None:
-    for name in sorted(kwargs):
-        if name in UNSUPPORTED_ARGUMENTS:
-            raise UserInputError(f"{name} is an argument of the official SageMaker SDK that "
-                                 f"is not supported by ddpjob; remove it")
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UserInputError(f"unexpected argument {name!r}{hint}; see help(ddpjob.PyTorch) "
-                             f"for the arguments ddpjob accepts")
-
-
 def _first_group_type(groups: Any) -> str | None:
     """The instance type of the first of `instance_groups` (official objects or dicts)."""
     if not isinstance(groups, (list, tuple)) or not groups:
@@ -126,7 +103,7 @@ def _code_source(entry_point: Any, source_dir: Any, dependencies: Any) -> packag
     return packaging.check_source(entry_point, source_dir, dependencies)
 
 
-class Estimator:
+class Estimator(JobResults):
     """A DDP training job's definition: code, hosts, distribution, data and output locations.
 
     Arguments are those of the official SDK's `sagemaker.estimator.Framework`: `entry_point`,
@@ -182,8 +159,8 @@ class Estimator:
         table = {name: kwargs.pop(name) for name in list(kwargs) if name in arguments.BY_NAME}
         if core["instance_type"] is None:  # as the official SDK: groups carry their types
             core["instance_type"] = _first_group_type(table.get("instance_groups")) or "local"
-        _reject_extra(kwargs, [*arguments.BY_NAME, *core, "source_dir", "hyperparameters",
-                               "distribution", "environment", "output_path"])
+        arguments.reject_unknown(kwargs, [*arguments.BY_NAME, *core, "source_dir",
+                                          "hyperparameters", "distribution", "environment"])
         self._init_resources(core, session)
         self._init_code(entry_point, source_dir, dependencies, git_config)
         self._init_job(hyperparameters, distribution, role, base_job_name, environment,
@@ -414,54 +391,6 @@ class Estimator:
         if wait:
             self.latest_training_job.wait(logs=logs in (True, "All"))
 
-    def _job(self) -> TrainingJob:
-        if self.latest_training_job is None:
-            raise UserInputError("no training job yet: call fit() or attach() first")
-        return self.latest_training_job
-
-    def describe(self) -> dict[str, Any]:
-        """DescribeTrainingJob of the latest job."""
-        return self._job().describe()
-
-    def logs(self) -> None:
-        """Print every log line of the latest job so far, each prefixed with its host."""
-        self._job().logs()
-
-    def stop(self) -> None:
-        """Stop the latest job."""
-        self._job().stop()
-
-    @property
-    def model_data(self) -> str | None:
-        """URI of the latest job's model.tar.gz (where it is, or will be once Completed)."""
-        artifacts = self.describe().get("ModelArtifacts") or {}
-        return artifacts.get("S3ModelArtifacts")
-
-    def download_model(self, local_dir: str | os.PathLike) -> Path:
-        """Download the latest job's model.tar.gz into `local_dir`; return the file's path."""
-        uri = self.model_data
-        if not uri:
-            raise UserInputError(f"training job {self._job().name} has no model yet (status "
-                                 f"{self.describe()['TrainingJobStatus']})")
-        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name)
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def _checkpoint_uri(self) -> str:
-        if not self.checkpoint_s3_uri:
-            raise UserInputError("checkpoint_s3_uri is not set for this estimator; pass "
-                                 "checkpoint_s3_uri='s3://bucket/prefix' (or file:// locally)")
-        return self.checkpoint_s3_uri
-
-    def checkpoints(self) -> list[checkpoint_store.Checkpoint]:
-        """The complete checkpoints under checkpoint_s3_uri (step, time, uri), oldest first."""
-        return checkpoint_store.list_checkpoints(self._checkpoint_uri())
-
-    def download_checkpoint(self, local_dir: str | os.PathLike, step: int | None = None) -> Path:
-        """Download a complete checkpoint (the latest when `step` is None) into `local_dir`;
-        return its folder (`<local_dir>/step-000000100`)."""
-        return checkpoint_store.download_checkpoint(self._checkpoint_uri(), local_dir, step)
-
     # ------------------------------------------------------------------ attach
 
     @classmethod
@@ -488,46 +417,3 @@ class Estimator:
             estimator.latest_training_job.wait(logs=logs)
         return estimator
 
-
-class PyTorch(Estimator):
-    """An Estimator for PyTorch scripts; on `ml.*` with no `image_uri` the job runs on
-    SageMaker's PyTorch training container for `framework_version`/`py_version` (defaults:
-    `image_uris.DEFAULT_FRAMEWORK_VERSION`/`DEFAULT_PY_VERSION`) and the instance's processor.
-    """
-
-    _default_base_job_name = DEFAULT_BASE_JOB_NAME
-
-    def __init__(self, entry_point: str | os.PathLike, framework_version: str | None = None,
-                 py_version: str | None = None, compiler_config: Any = None, **kwargs: Any):
-        """See `Estimator`; `framework_version`/`py_version` are strings such as "2.3.0",
-        "py311"; `compiler_config` is the official SDK's TrainingCompilerConfig."""
-        self.framework_version = validation.optional_str(framework_version, "framework_version")
-        self.py_version = validation.optional_str(py_version, "py_version")
-        if compiler_config is not None and not callable(
-            getattr(compiler_config, "_to_hyperparameter_dict", None)
-        ):
-            raise UserInputError("compiler_config must be the official SDK's "
-                                 "TrainingCompilerConfig")
-        self.compiler_config = compiler_config
-        super().__init__(entry_point, **kwargs)
-
-    def _image_request(self) -> ImageRequest:
-        return ImageRequest(PYTORCH, self.framework_version or DEFAULT_FRAMEWORK_VERSION,
-                            self.py_version or (None if self.framework_version
-                                                else DEFAULT_PY_VERSION),
-                            self.instance_type, self.session.region_name or "",
-                            distribution=self.distribution)
-
-    def _table_defaults(self) -> dict[str, Any]:
-        # As the official PyTorch estimator: metrics time series on from PyTorch 1.3.
-        version = self.framework_version or (DEFAULT_FRAMEWORK_VERSION if self.uses_dlc
-                                             else None)
-        if version is None or not self.instance_type.startswith("ml."):
-            return {}
-        major_minor = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
-        return {"enable_sagemaker_metrics": True} if major_minor >= (1, 3) else {}
-
-    def _framework_hyperparameters(self) -> dict[str, Any]:
-        if not self.compiler_config:
-            return {}
-        return dict(self.compiler_config._to_hyperparameter_dict())
