@@ -67,22 +67,11 @@ def _member(name: str, path: str, check: Callable[[Any], Any], local: str,
     return Argument(name, path, check, to_request, _read(path), local, default)
 
 
-def _switch_off(name: str, member: str, off: Any, request_part: dict[str, Any],
-                local: str) -> Argument:
-    """A row that only switches a SageMaker feature off (`debugger_hook_config=False`)."""
-    def check(value: Any) -> Any:
-        if value is None or value == off:
-            return value
-        if name == "debugger_hook_config":
-            return validation.request_dict(value, name)
-        raise UserInputError(f"{name} must be {off!r} or None, got {value!r}")
-
-    def to_request(value: Any, _: Values) -> dict[str, Any]:
-        if isinstance(value, dict):
-            return {member: value}
-        return dict(request_part) if value == off and request_part else {}
-
-    return Argument(name, member, check, to_request, lambda _: None, local)
+def _debugger_hook(value: Any) -> Any:
+    """False switches SageMaker Debugger's hook off (nothing is sent); a config is sent."""
+    if value is None or value is False:
+        return value
+    return validation.request_dict(value, "debugger_hook_config")
 
 
 def _vpc_part(key: str) -> Callable[[Any, Values], dict[str, Any]]:
@@ -161,9 +150,12 @@ ROWS: tuple[Argument, ...] = (
     _member("tensorboard_output_config", "TensorBoardOutputConfig",
             lambda v: validation.request_dict(v, "tensorboard_output_config"),
             "the local TensorBoard folder is uploaded like SageMaker does"),
-    _switch_off("debugger_hook_config", "DebugHookConfig", False, {}, NO_EFFECT),
-    _switch_off("disable_profiler", "ProfilerConfig", True,
-                {"ProfilerConfig": {"DisableProfiler": True}}, NO_EFFECT),
+    Argument("debugger_hook_config", "DebugHookConfig", _debugger_hook,
+             lambda v, _: {"DebugHookConfig": v} if v else {}, _read("DebugHookConfig"),
+             NO_EFFECT),
+    Argument("disable_profiler", "ProfilerConfig.DisableProfiler", _bool("disable_profiler"),
+             lambda v, _: {"ProfilerConfig": {"DisableProfiler": True}} if v else {},
+             _read("ProfilerConfig.DisableProfiler"), NO_EFFECT),
     _member("profiler_config", "ProfilerConfig",
             lambda v: validation.request_dict(v, "profiler_config"), NO_EFFECT),
     _member("checkpoint_local_path", "CheckpointConfig.LocalPath",

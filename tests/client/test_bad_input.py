@@ -44,7 +44,7 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("debugger-hook-true", {"debugger_hook_config": True}, None,
      r"debugger_hook_config must be the official SDK's object"),
     ("disable-profiler-string", {"disable_profiler": "yes"}, None,
-     r"disable_profiler must be True or None"),
+     r"disable_profiler must be True, False or None"),
     ("instance-groups-local", {"instance_groups": [{"InstanceGroupName": "a",
                                                     "InstanceType": "local",
                                                     "InstanceCount": 1}]}, {},
