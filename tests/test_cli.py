@@ -77,7 +77,7 @@ def write_yaml(path: Path, data: Any) -> Path:
 
 def local_jobs(home: Path) -> list[str]:
     """Names of the jobs a LocalSession with this home knows."""
-    return [job["TrainingJobName"] for job in LocalSession(home).list_training_jobs()]
+    return [job["TrainingJobName"] for job in LocalSession(home).list()]
 
 
 def assert_nothing_local(home: Path) -> None:
@@ -227,6 +227,14 @@ def test_stop_and_unknown_job_are_service_errors(finished: Finished) -> None:
         assert "no training job named 'no-such-job'" in line, line
         assert str(finished.home) in line
         assert result.stdout == ""
+    # A name that would be a path to the job (or elsewhere) is refused, and changes nothing.
+    state = (finished.home / "jobs" / "cli-e2e" / "state.json").read_bytes()
+    for command in (["jobs", "describe"], ["logs"], ["stop"]):
+        for bad in ("./cli-e2e", "../jobs/cli-e2e"):
+            result = cli(*command, bad, env=finished.env)
+            assert result.returncode == 2, (command, bad, result.stderr)
+            assert "NAME" in one_line(result.stderr) and "is not allowed" in result.stderr
+    assert (finished.home / "jobs" / "cli-e2e" / "state.json").read_bytes() == state
 
 
 def test_a_failing_job_exits_1_with_one_line(home: Path) -> None:
@@ -644,7 +652,7 @@ SAGEMAKER_BAD_INPUT: list[tuple[str, dict[str, Any], dict[str, Any], list[str], 
     ("unknown-framework-version", {}, {"image_uri": None, "framework_version": "0.1"}, [],
      ["framework_version '0.1' has no SageMaker training container; available:"]),
     ("local-output-path", {}, {}, ["--output-path", "/tmp/out"],
-     ["output_path '/tmp/out'", "jobs of a Session need an s3:// URI"]),
+     ["output_path '/tmp/out'", "SageMaker jobs need an s3:// URI"]),
     ("no-instance-type", {"instance_type": None}, {}, [],
      ["an instance type is required for SageMaker jobs", "--instance-type"]),
     ("local-type-on-sagemaker", {}, {"instance_type": "local"}, ["--backend", "sagemaker"],

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import dockerfile
+
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "container" / "Dockerfile"
 TRAIN = REPO / "container" / "train"
@@ -22,93 +24,92 @@ TRAIN = REPO / "container" / "train"
 BIN = Path(sys.executable).parent
 
 
-def instructions(text: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) of a Dockerfile: comments dropped, continuation lines joined."""
-    result, pending = [], ""
-    for line in text.splitlines():
-        if line.strip().startswith("#") or not line.strip():
-            continue
-        pending += line.rstrip()
-        if pending.endswith("\\"):
-            pending = pending[:-1] + " "
-            continue
-        keyword, _, args = pending.strip().partition(" ")
-        result.append((keyword.upper(), " ".join(args.split())))
-        pending = ""
-    return result
+CPU_WHEELS = "https://download.pytorch.org/whl/cpu"
+# Folders on PATH in both base images before any ENV of ours (python:*-slim, pytorch/pytorch).
+BASE_PATH = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
 
 @pytest.fixture(scope="module")
-def dockerfile() -> list[tuple[str, str]]:
-    return instructions(DOCKERFILE.read_text())
+def text() -> str:
+    return DOCKERFILE.read_text()
 
 
-def global_args(steps: list[tuple[str, str]]) -> dict[str, str]:
-    """ARG defaults declared before the first FROM (the only ones FROM lines can use)."""
-    args = {}
-    for keyword, value in steps:
-        if keyword == "FROM":
-            break
-        if keyword == "ARG":
-            name, _, default = value.partition("=")
-            args[name] = default
-    return args
+def image(text: str, **build_args: str) -> list[dockerfile.Stage]:
+    """The stages that make the image of `build_args`: the last stage and the ones below it."""
+    all_stages = dockerfile.stages(text, **build_args)
+    by_name = {s.name: s for s in all_stages if s.name}
+    chain = [all_stages[-1]]
+    while chain[-1].base in by_name:
+        chain.append(by_name[chain[-1].base])
+    return chain[::-1]  # base first
 
 
-def base_images(steps: list[tuple[str, str]], **build_args: str) -> dict[str, str]:
-    """Stage name -> image reference of every FROM, with ARG defaults (or `build_args`) put in."""
-    args = {**global_args(steps), **build_args}
-    images = {}
-    for keyword, value in steps:
-        if keyword != "FROM":
-            continue
-        image, _, stage = value.partition(" AS ")
-        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
-        images[stage.strip() or "final"] = image
-    return images
+def commands(chain: list[dockerfile.Stage]) -> list[list[str]]:
+    return [c for stage in chain for c in stage.run_commands()]
 
 
-def test_every_base_image_is_an_official_image_pinned_by_tag_or_digest(dockerfile):
-    images = base_images(dockerfile)
-    assert images["base-cuda"].startswith("pytorch/pytorch:")
-    assert re.search(r"cuda[\d.]+", images["base-cuda"])
-    assert images["base-cpu"].startswith("python:3.")
-    for stage in ("base-cuda", "base-cpu"):
-        image = images[stage]
-        pinned = "@sha256:" in image or re.fullmatch(r"[\w./-]+:[\w.-]+", image)
-        assert pinned and not image.endswith(":latest"), f"{stage}: {image} is not pinned"
+def test_every_base_image_is_an_official_image_pinned_by_tag_or_digest(text):
+    for variant, official in (("cuda", "pytorch/pytorch:"), ("cpu", "python:3.")):
+        base = image(text, VARIANT=variant)[0].base
+        assert base.startswith(official), (variant, base)
+        pinned = "@sha256:" in base or re.fullmatch(r"[\w./-]+:[\w.-]+", base)
+        assert pinned and not base.endswith(":latest"), f"{variant}: {base} is not pinned"
+    assert re.search(r"cuda[\d.]+", image(text, VARIANT="cuda")[0].base)
+    assert image(text)[0].base == image(text, VARIANT="cuda")[0].base  # cuda is the default
 
 
-def test_the_variant_build_argument_picks_cuda_or_cpu(dockerfile):
-    assert global_args(dockerfile)["VARIANT"] == "cuda"
-    stages = base_images(dockerfile)
-    assert stages["final"] == "base-cuda"
-    assert base_images(dockerfile, VARIANT="cpu")["final"] == "base-cpu"
-    assert {"base-cuda", "base-cpu"} <= set(stages)
-    cpu_steps = " ".join(v for k, v in dockerfile if k == "RUN")
-    assert "download.pytorch.org/whl/cpu" in cpu_steps and "torch==${TORCH_VERSION}" in cpu_steps
+def test_the_torch_version_argument_installs_that_cpu_torch_in_the_cpu_image(text):
+    cpu = dockerfile.pip_installs(commands(image(text, VARIANT="cpu", TORCH_VERSION="2.9.1")))
+    assert (["torch==2.9.1"], {"--index-url": CPU_WHEELS, "--no-cache-dir": ""}) in cpu
+    cuda = dockerfile.pip_installs(commands(image(text, VARIANT="cuda")))
+    assert not [r for r, _ in cuda if any(x.startswith("torch") for x in r)]  # the base has it
 
 
-def test_our_package_is_copied_and_installed(dockerfile):
-    copies = [v for k, v in dockerfile if k == "COPY"]
+def test_efa_is_installed_only_when_its_version_is_given(text):
+    def installer_runs(**args: str) -> list[list[str]]:
+        return [c for c in commands(image(text, **args)) if c[0] == "./efa_installer.sh"]
+
+    # The RUN is `if [ -n "$EFA_INSTALLER_VERSION" ]; then ...`: its guard decides.
+    guard = next(c for c in commands(image(text)) if c[0] == "[")
+    assert guard == ["[", "-n", "", "]"]  # empty by default: the installer is skipped
+    assert next(c for c in commands(image(text, EFA_INSTALLER_VERSION="1.38.0"))
+                if c[0] == "[") == ["[", "-n", "1.38.0", "]"]
+    assert installer_runs(EFA_INSTALLER_VERSION="1.38.0")[0][:2] == ["./efa_installer.sh", "-y"]
+    assert "--skip-kmod" in installer_runs(EFA_INSTALLER_VERSION="1.38.0")[0]
+
+
+def test_our_package_is_copied_and_installed_with_pip(text):
+    final = image(text)[-1]
+    copied = {src: dest for sources, dest in final.copies() for src in sources}
+    for source in ("pyproject.toml", "README.md", "sdk", "runtime"):
+        assert source in copied, f"{source} is not copied"
+    installs = dockerfile.pip_installs(final.run_commands())
+    assert (["."], {}) in installs  # the project, from the copied sources; torch is kept
+    # `pip install .` runs after the sources were copied, in the WORKDIR they were copied to.
+    runs_install = [k == "RUN" and (["."], {}) in dockerfile.pip_installs(dockerfile.commands(v))
+                    for k, v in final.steps]
+    install_at = runs_install.index(True)
+    before = final.steps[:install_at]
+    workdir = [v for k, v in before if k == "WORKDIR"][-1]
     for source in ("pyproject.toml", "sdk", "runtime"):
-        assert any(source in c.split()[:-1] for c in copies), f"{source} is not copied"
-    runs = [v for k, v in dockerfile if k == "RUN"]
-    assert any(re.search(r"pip install \.(\s|$)", r) for r in runs)
-    install = next(i for i, (k, v) in enumerate(dockerfile) if k == "RUN" and "pip install ." in v)
-    last_copy = max(i for i, (k, v) in enumerate(dockerfile)
-                    if k == "COPY" and ("sdk" in v or "runtime" in v))
-    assert last_copy < install
+        assert copied[source].rstrip("/") in (".", f"./{source}", workdir, f"{workdir}/{source}")
+        assert any(k == "COPY" and source in v.split()[:-1] for k, v in before), source
+    apt = [c for c in final.run_commands() if c[:2] == ["apt-get", "install"]]
+    assert any("openmpi-bin" in c for c in apt)  # mpirun for distribution={"mpi": ...}
 
 
-def test_train_is_on_path_executable_and_run_by_default(dockerfile):
-    copy = next(v for k, v in dockerfile if k == "COPY" and "container/train" in v)
-    destination = copy.split()[-1]
-    assert destination in {"/usr/local/bin/train", "/usr/bin/train"}
-    assert any(k == "RUN" and "chmod" in v and destination in v for k, v in dockerfile)
+def test_train_is_on_path_executable_and_run_by_default(text):
+    chain = image(text)
+    final = chain[-1]
+    destination = next(dest for sources, dest in final.copies() if "container/train" in sources)
+    path = {p for stage in chain for p in stage.env().get("PATH", "").split(":")} | BASE_PATH
+    assert destination.rsplit("/", 1)[0] in path
+    chmods = [c for c in final.run_commands() if c[0] == "chmod" and destination in c]
+    assert chmods and int(chmods[-1][1], 8) & 0o111 == 0o111
     # SageMaker runs `docker run <image> train`: an ENTRYPOINT would receive "train" as an argument.
-    assert not [v for k, v in dockerfile if k == "ENTRYPOINT"]
-    assert json.loads([v for k, v in dockerfile if k == "CMD"][-1]) == ["train"]
+    assert not final.values("ENTRYPOINT")
+    assert final.cmd() == ["train"]
+    assert final.env()["PYTHONUNBUFFERED"] == "1"  # logs reach CloudWatch as they are printed
 
 
 def test_dockerignore_lets_in_what_the_dockerfile_copies():

@@ -19,16 +19,15 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ddpjob_runtime import failure, hosts, launcher, phases, sm_variables, sourcedir
+from ddpjob_runtime import contract, failure, hosts, launcher, phases, sm_variables, sourcedir
 from ddpjob_runtime.entrypoint import check_entry_point
 from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
 
 log = logging.getLogger("ddpjob_runtime")
 
-CHECKPOINT_DIR_ENV = "DDPJOB_CHECKPOINT_DIR"
-CHECKPOINT_URI_ENV = "DDPJOB_CHECKPOINT_URI"
 _TRACEBACK_LINES = 40
+TMP_DIR = "tmp"  # under the host's root: its TMPDIR, removed at the end (by the platform if killed)
 
 
 def _setup_logging(level: object = logging.INFO) -> None:
@@ -46,7 +45,7 @@ def _setup_logging(level: object = logging.INFO) -> None:
 def _host_of(root: Path) -> str:
     """Best effort, for reporting a failure to read the config itself."""
     try:
-        path = root / "input" / "config" / "resourceconfig.json"
+        path = root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE
         return str(json.loads(path.read_text())["current_host"])
     except (OSError, ValueError, KeyError, TypeError):
         return socket.gethostname()
@@ -64,32 +63,38 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
     channels = env.platform.get("channels") or {}
     checkpoint_uri = env.platform.get("checkpoint_s3_uri")
     if channels:
-        from ddpjob_runtime import storage
+        from ddpjob_runtime import channels as staging
 
-        for name, uri in channels.items():
-            log.info("staging channel %s from %s", name, uri)
-            storage.download_prefix(uri, env.channel_dir(name))
-    if checkpoint_uri:
+        staging.stage(channels, env.channel_dir)
+    if checkpoint_uri and env.platform.get("staged_checkpoint"):
+        from ddpjob_runtime import channels as staging
+
+        staging.link_tree(Path(env.platform["staged_checkpoint"]), env.checkpoint_dir)
+        log.info("checkpoint restored: linked from the job's staged copy")
+    elif checkpoint_uri:
         from ddpjob_runtime import checkpoints
 
         step = checkpoints.restore_latest(checkpoint_uri, env.checkpoint_dir)
         log.info("checkpoint restored: %s", f"step {step}" if step is not None else "none yet")
 
 
-def _worker_env(env: TrainingEnvironment, gpus: int, record_dir: Path) -> dict[str, str]:
+def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str, str]:
     if env.job_name:
-        os.environ.setdefault("TRAINING_JOB_NAME", env.job_name)  # SageMaker sets it too
+        os.environ.setdefault(contract.ENV_TRAINING_JOB_NAME, env.job_name)  # SageMaker sets it too
     variables = dict(os.environ)
     variables.update(sm_variables.render(env, gpus))
     variables.update(
         {
-            CHECKPOINT_DIR_ENV: str(env.checkpoint_dir),
-            failure.RECORD_DIR_ENV: str(record_dir),
+            contract.ENV_CHECKPOINT_DIR: str(env.checkpoint_dir),
+            failure.RECORD_DIR_ENV: str(_record_dir(tmp_dir)),
+            "TMPDIR": str(tmp_dir),  # torchrun's and the workers' temporary files
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if env.platform.get("status_file"):
+        variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
     if env.platform.get("checkpoint_s3_uri"):
-        variables[CHECKPOINT_URI_ENV] = str(env.platform["checkpoint_s3_uri"])
+        variables[contract.ENV_CHECKPOINT_URI] = str(env.platform["checkpoint_s3_uri"])
     return variables
 
 
@@ -124,32 +129,45 @@ def _command(env: TrainingEnvironment, gpus: int, entry: str) -> list[str]:
         master_port=port,
         entry=entry,
         args=args,
+        max_restarts=launcher.max_restarts(hps),
     )
 
 
-def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, record_dir: Path) -> int:
+def _record_dir(tmp_dir: Path) -> Path:
+    return tmp_dir / "ranks"
+
+
+def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: Path) -> int:
     """The host's exit code; writes `output/failure` when it is not 0."""
     if result.exit_code == 0:
         return 0
-    first = failure.first_failure(record_dir)
+    when = None
+    first = failure.first_failure(_record_dir(tmp_dir))
     if first is not None:
+        when = first.time
         tb = "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
-        text = failure.reason(env.current_host, first.rank, first.exit_code, first.exception, tb)
+        restarted = failure.restarts(_record_dir(tmp_dir))  # before the traceback: it is cut
+        details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
+        text = failure.reason(
+            env.current_host, first.rank, first.exit_code, first.exception, details + tb
+        )
         code = first.exit_code
     elif result.stopped_by is not None:
         code = 128 + result.stopped_by
         name = signal.Signals(result.stopped_by).name
         text = failure.reason(env.current_host, None, code, f"stopped by {name}")
+    elif result.exit_code < 0:
+        code, name = 128 - result.exit_code, signal.Signals(-result.exit_code).name
+        text = failure.reason(env.current_host, None, code, f"the launcher was killed by {name}")
     else:
-        code = result.exit_code if result.exit_code > 0 else 128 - result.exit_code
+        code = result.exit_code
         text = failure.reason(
             env.current_host,
             None,
             code,
-            f"the launcher exited with code {result.exit_code} (a worker was killed or could "
-            "not start; see the host's log)",
+            f"the launcher exited with code {code} (a worker could not start; see the host's log)",
         )
-    failure.write_failure(env.output_dir, text)
+    failure.write_failure(env.output_dir, text, when)
     return code
 
 
@@ -157,6 +175,18 @@ def _tar(folder: Path, archive: Path) -> None:
     with tarfile.open(archive, "w:gz") as tar:
         for child in sorted(folder.iterdir()) if folder.is_dir() else []:
             tar.add(child, arcname=child.name)
+
+
+def upload_results(model_dir: Path, output_data_dir: Path, prefix: str) -> None:
+    """`model_dir` and `output_data_dir` as `<prefix>/model.tar.gz` and `<prefix>/output.tar.gz`."""
+    from ddpjob_runtime import storage
+
+    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
+        for folder, name in ((model_dir, "model.tar.gz"), (output_data_dir, "output.tar.gz")):
+            archive = Path(tmp) / name
+            _tar(folder, archive)
+            log.info("uploading %s to %s/%s", folder, prefix, name)
+            storage.upload_file(archive, f"{prefix}/{name}")
 
 
 def _upload_results(env: TrainingEnvironment) -> None:
@@ -167,34 +197,27 @@ def _upload_results(env: TrainingEnvironment) -> None:
     from ddpjob_runtime import storage
 
     phases.write_phase(env.platform.get("status_file"), "Uploading")
-    prefix = storage.join(str(output_path), env.job_name, "output")
-    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
-        for folder, name in (
-            (env.model_dir, "model.tar.gz"),
-            (env.output_data_dir, "output.tar.gz"),
-        ):
-            archive = Path(tmp) / name
-            _tar(folder, archive)
-            log.info("uploading %s to %s/%s", folder, prefix, name)
-            storage.upload_file(archive, f"{prefix}/{name}")
+    upload_results(env.model_dir, env.output_data_dir,
+                   storage.join(str(output_path), env.job_name, "output"))
 
 
-def _train(env: TrainingEnvironment, record_dir: Path) -> int:
+def _train(env: TrainingEnvironment, tmp_dir: Path) -> int:
     status_file = env.platform.get("status_file")
     phases.write_phase(status_file, "Downloading")
     _prepare_folders(env)
     entry = env.entry_point
     if env.submit_directory:
-        sourcedir.fetch_source(env.submit_directory, env.code_dir)
+        sourcedir.fetch_source(env.platform.get("submit_directory") or env.submit_directory,
+                               env.code_dir)
     sourcedir.install_requirements(env.code_dir)
     check_entry_point(env.code_dir, entry)
     gpus = sm_variables.num_gpus()
     command = _command(env, gpus, entry)
     _stage_inputs(env)
-    variables = _worker_env(env, gpus, record_dir)
+    variables = _worker_env(env, gpus, tmp_dir)
     phases.write_phase(status_file, "Training")
     result = launcher.run(command, variables, cwd=str(env.code_dir))
-    return _outcome(env, result, record_dir)
+    return _outcome(env, result, tmp_dir)
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -210,12 +233,16 @@ def train(root: Path | None = None) -> int:
         log.error("%s", exc)
         failure.write_failure(root / "output", failure.reason(_host_of(root), None, 1, str(exc)))
         return 1
-    _setup_logging(env.hyperparameters.get("sagemaker_container_log_level", logging.INFO))
-    record_dir = Path(tempfile.mkdtemp(prefix="ddpjob-ranks-"))
+    _setup_logging(env.hyperparameters.get(contract.CONTAINER_LOG_LEVEL, logging.INFO))
+    # The host's own temporary folder (TMPDIR of torchrun and the workers), inside its root so
+    # that even a killed host leaves nothing in /tmp; removed whatever the end.
+    tmp_dir = env.root / TMP_DIR
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    tmp_dir.mkdir(mode=0o700)
     code = 1
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        code = _train(env, record_dir)
+        code = _train(env, tmp_dir)
     except (RuntimeContractError, StorageError, JobStopped) as exc:
         log.error("%s", exc)
         code = exc.exit_code
@@ -224,7 +251,7 @@ def train(root: Path | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        shutil.rmtree(record_dir, ignore_errors=True)
+        shutil.rmtree(tmp_dir, ignore_errors=True)
         try:
             _upload_results(env)
         except (StorageError, OSError) as exc:

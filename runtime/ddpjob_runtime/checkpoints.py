@@ -8,52 +8,54 @@ Inside `train.py`::
     ...
     checkpoints.save({"model": model.module.state_dict(), "step": step}, step=step)
 
-Layout (docs/contract.md), locally under `DDPJOB_CHECKPOINT_DIR` and mirrored under
-`DDPJOB_CHECKPOINT_URI`::
-
-    step-000000100/state.pt        torch.save of the state
-    step-000000100/manifest.json   written last; its presence with matching sizes = complete
+The layout (`checkpoint_layout`, docs/contract.md) is kept locally under `DDPJOB_CHECKPOINT_DIR`
+and mirrored under `DDPJOB_CHECKPOINT_URI`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import re
 import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime import contract, environment, fsutil, storage
+from ddpjob_runtime.checkpoint_layout import (
+    MANIFEST,
+    STATE,
+    CheckpointError,
+    Manifest,
+    corrupt_file,
+    file_path,
+    group_by_step,
+    local_complete,
+    parse_manifest,
+    read_manifest,
+    step_dir_name,
+    steps,
+    write_manifest,
+)
 from ddpjob_runtime.errors import StorageError
 
 log = logging.getLogger(__name__)
 
-STATE = "state.pt"
-MANIFEST = "manifest.json"
 DEFAULT_KEEP = 3
-_STEP_DIR = re.compile(r"^step-(\d{9,})$")
-
-
-class CheckpointError(StorageError):
-    """A checkpoint exists but cannot be read; the message names its path."""
-
-
-def step_dir_name(step: int) -> str:
-    """The folder of checkpoint `step`: step-000000100."""
-    return f"step-{step:09d}"
 
 
 def checkpoint_dir() -> Path:
-    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR, else <job root>/checkpoints."""
-    if os.environ.get("DDPJOB_CHECKPOINT_DIR"):
-        return Path(os.environ["DDPJOB_CHECKPOINT_DIR"])
-    return Path(os.environ.get("SAGEMAKER_BASE_DIR") or "/opt/ml") / "checkpoints"
+    """The local checkpoint folder: DDPJOB_CHECKPOINT_DIR (set by ddpjob's runtime), else the
+    folder SageMaker syncs with CheckpointConfig.S3Uri: checkpointconfig.json's LocalPath, else
+    <job root>/checkpoints. On SageMaker's own PyTorch container there is no ddpjob runtime and
+    no DDPJOB_CHECKPOINT_URI: SageMaker uploads what lands there and brings it back down."""
+    if os.environ.get(contract.ENV_CHECKPOINT_DIR):
+        return Path(os.environ[contract.ENV_CHECKPOINT_DIR])
+    root = environment.job_root()
+    config = environment.read_config(root, contract.CHECKPOINT_CONFIG_FILE)
+    return environment.checkpoint_local_dir(root, config)
 
 
 def _rank() -> int:
@@ -63,54 +65,13 @@ def _rank() -> int:
 # ---------------------------------------------------------------- reading
 
 
-def _steps(names: list[str]) -> list[int]:
-    return sorted(int(m.group(1)) for n in names if (m := _STEP_DIR.match(n)))
-
-
-def _read_manifest(path: Path) -> dict | None:
-    """The manifest at `path`, or None when it is missing; CheckpointError when unreadable."""
-    try:
-        manifest = json.loads(path.read_text())
-        files = manifest["files"]
-        int(manifest["step"])
-        for meta in files.values():
-            int(meta["size"])
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CheckpointError(f"{path}: unreadable checkpoint manifest ({exc})") from exc
-    return manifest
-
-
-def _complete(folder: Path) -> dict | None:
-    """The manifest of the checkpoint in `folder` when it is complete (every size matches)."""
-    manifest = _read_manifest(folder / MANIFEST)
-    if manifest is None:
-        return None
-    for name, meta in manifest["files"].items():
-        try:
-            if (folder / name).stat().st_size != int(meta["size"]):
-                return None
-        except FileNotFoundError:
-            return None
-    return manifest
-
-
 def complete_steps(local_dir: Path | None = None) -> list[int]:
     """Steps of the complete checkpoints in the local folder, oldest first."""
     root = Path(local_dir) if local_dir is not None else checkpoint_dir()
     if not root.is_dir():
         return []
     names = [p.name for p in root.iterdir() if p.is_dir()]
-    return [s for s in _steps(names) if _complete(root / step_dir_name(s)) is not None]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return [s for s in steps(names) if local_complete(root / step_dir_name(s)) is not None]
 
 
 def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | None:
@@ -124,15 +85,15 @@ def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | No
     import torch
 
     root = checkpoint_dir()
-    steps = complete_steps(root)
-    if not steps:
+    found = complete_steps(root)
+    if not found:
         return None
-    folder = root / step_dir_name(steps[-1])
-    manifest = _read_manifest(folder / MANIFEST)
+    folder = root / step_dir_name(found[-1])
+    corrupt = corrupt_file(folder, local_complete(folder))
+    if corrupt is not None:
+        raise CheckpointError(f"{corrupt}: corrupt checkpoint (sha256 does not match its "
+                              f"manifest)")
     path = folder / STATE
-    expected = manifest["files"].get(STATE, {}).get("sha256")
-    if expected and _sha256(path) != expected:
-        raise CheckpointError(f"{path}: corrupt checkpoint (sha256 does not match its manifest)")
     try:
         state = torch.load(path, map_location=map_location, weights_only=weights_only)
     except Exception as exc:  # torch raises many kinds for a bad file; name the path once
@@ -145,14 +106,20 @@ def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | No
 # ---------------------------------------------------------------- restoring (bootstrap)
 
 
-def _remote_complete(uri: str, step: int, sizes: dict[str, int], tmp: Path) -> dict | None:
-    """The remote manifest of `step` when every file it lists is there with its size."""
-    prefix = step_dir_name(step)
-    storage.download_file(storage.join(uri, prefix, MANIFEST), tmp / MANIFEST)
-    manifest = _read_manifest(tmp / MANIFEST)
-    for name, meta in manifest["files"].items():
-        if sizes.get(f"{prefix}/{name}") != int(meta["size"]):
-            return None
+def _remote_listing(uri: str) -> dict[int, dict[str, int]]:
+    return group_by_step((info.key, info.size) for info in storage.list_objects(uri))
+
+
+def _remote_manifest(remote: str, sizes: dict[str, int]) -> Manifest | None:
+    """The manifest of the remote checkpoint folder when it is complete and safe, else None."""
+    try:
+        manifest = parse_manifest(storage.read_bytes(storage.join(remote, MANIFEST)), remote)
+    except CheckpointError as exc:
+        log.warning("ignoring checkpoint %s: %s", remote, exc)
+        return None
+    if not manifest.is_complete(sizes):
+        log.warning("skipping incomplete checkpoint %s", remote)
+        return None
     return manifest
 
 
@@ -160,34 +127,30 @@ def restore_latest(uri: str, local_dir: Path) -> int | None:
     """Bring the latest complete checkpoint under `uri` down into `local_dir`; return its step.
 
     Called by the bootstrap before the user's script starts. `uri` is a folder (`run-1` never
-    sees `run-10/`); a checkpoint counts when its manifest is there and every file it lists has
-    the listed size. Files land before the manifest, so an interrupted restore looks incomplete.
-    Returns None when `uri` holds no complete checkpoint.
+    sees `run-10/`); a checkpoint counts when its manifest is there, names only files inside
+    its folder, and every file it lists has the listed size. Files land before the manifest,
+    so an interrupted restore looks incomplete. Returns None when `uri` holds no complete one.
     """
     local_dir = Path(local_dir)
-    objects = storage.list_objects(uri)
-    sizes = dict(objects)
-    candidates = [s for s in _steps({k.split("/")[0] for k in sizes}) if
-                  f"{step_dir_name(s)}/{MANIFEST}" in sizes]
-    with tempfile.TemporaryDirectory(prefix="ddpjob-ckpt-") as tmp:
-        for step in reversed(candidates):
-            remote = storage.join(uri, step_dir_name(step))
-            manifest = _remote_complete(uri, step, sizes, Path(tmp))
-            if manifest is None:
-                log.warning("skipping incomplete checkpoint %s", remote)
-                continue
-            folder = local_dir / step_dir_name(step)
-            if _complete(folder) == manifest:
-                return step  # already here (a restart on the same host)
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / MANIFEST).unlink(missing_ok=True)
-            for name in manifest["files"]:
-                storage.download_file(storage.join(remote, name), folder / name)
-            storage.download_file(storage.join(remote, MANIFEST), folder / MANIFEST)
-            if _complete(folder) is None:
-                raise CheckpointError(f"{folder}: restored checkpoint does not match its manifest")
-            log.info("restored checkpoint %s from %s", folder, uri)
-            return step
+    for step, sizes in reversed(_remote_listing(uri).items()):
+        if MANIFEST not in sizes:
+            continue
+        remote = storage.join(uri, step_dir_name(step))
+        manifest = _remote_manifest(remote, sizes)
+        if manifest is None:
+            continue
+        folder = local_dir / step_dir_name(step)
+        if local_complete(folder) == manifest:
+            return step  # already here (a restart on the same host)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MANIFEST).unlink(missing_ok=True)
+        for name in manifest.files:
+            storage.download_file(storage.join(remote, name), file_path(folder, name))
+        storage.download_file(storage.join(remote, MANIFEST), folder / MANIFEST)
+        if local_complete(folder) is None:
+            raise CheckpointError(f"{folder}: restored checkpoint does not match its manifest")
+        log.info("restored checkpoint %s from %s", folder, uri)
+        return step
     return None
 
 
@@ -242,24 +205,6 @@ class _HashingWriter:
         self._f.flush()
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def _write_local(state: Any, step: int, root: Path) -> Path:
     """torch.save into a temp file, fsync, rename into step-N/state.pt, manifest last."""
     import torch
@@ -267,29 +212,37 @@ def _write_local(state: Any, step: int, root: Path) -> Path:
     folder = root / step_dir_name(step)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)  # re-saving a step: incomplete until done
-    tmp = root / f".{step_dir_name(step)}.{STATE}.tmp"
-    with open(tmp, "wb") as f:
+    with fsutil.atomic_open(folder / STATE, mode=0o600, fsync=True) as f:
         writer = _HashingWriter(f)
         torch.save(state, writer)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / STATE)
-    _fsync_dir(folder)
     size = (folder / STATE).stat().st_size
-    manifest = {"step": step, "time": time.time(),
-                "files": {STATE: {"size": size, "sha256": writer.digest.hexdigest()}}}
-    _write_json_atomic(folder / MANIFEST, manifest)
+    write_manifest(folder, Manifest(step, files={STATE: {"size": size,
+                                                         "sha256": writer.digest.hexdigest()}}))
     return folder
 
 
 def _upload(folder: Path, uri: str) -> None:
-    """Upload a checkpoint folder: its files first, the manifest last."""
+    """Upload a checkpoint folder: the files its manifest lists first, the manifest last."""
     target = storage.join(uri, folder.name)
     storage.delete(storage.join(target, MANIFEST))  # a re-saved step is incomplete until done
-    for path in sorted(folder.iterdir()):
-        if path.name != MANIFEST and path.is_file():
-            storage.upload_file(path, storage.join(target, path.name))
+    for name in read_manifest(folder).files:
+        storage.upload_file(file_path(folder, name), storage.join(target, name))
     storage.upload_file(folder / MANIFEST, storage.join(target, MANIFEST))
+
+
+def upload_if_missing(folder: Path, uri: str) -> None:
+    """Upload the complete local checkpoint `folder` unless `uri` already holds it complete.
+
+    Used before a worker restart: rank 0 may have been stopped while uploading it.
+    """
+    manifest = local_complete(folder)
+    if manifest is None:
+        raise CheckpointError(f"{folder}: not a complete checkpoint")
+    remote = _remote_listing(uri).get(manifest.step, {})
+    if MANIFEST in remote and manifest.is_complete(remote):
+        return
+    log.info("uploading checkpoint %s to %s (its upload was interrupted)", folder, uri)
+    _upload(folder, uri)
 
 
 def _prune_local(root: Path, keep: int) -> None:
@@ -298,20 +251,19 @@ def _prune_local(root: Path, keep: int) -> None:
     kept = set(complete[-keep:])
     if not kept:
         return
-    for step in _steps([p.name for p in root.iterdir() if p.is_dir()]):
+    for step in steps([p.name for p in root.iterdir() if p.is_dir()]):
         if step not in kept and step < max(kept):
             shutil.rmtree(root / step_dir_name(step), ignore_errors=True)
 
 
 def _prune_remote(uri: str, keep: int) -> None:
     """The same for `uri`: remote steps not among the newest `keep` complete ones go."""
-    sizes = dict(storage.list_objects(uri))
-    steps = _steps({k.split("/")[0] for k in sizes})
-    complete = [s for s in steps if f"{step_dir_name(s)}/{MANIFEST}" in sizes]
+    listing = _remote_listing(uri)
+    complete = [step for step, sizes in listing.items() if MANIFEST in sizes]
     kept = set(complete[-keep:])
     if not kept:
         return
-    for step in steps:
+    for step in listing:
         if step not in kept and step < max(kept):
             prefix = storage.join(uri, step_dir_name(step))
             storage.delete(storage.join(prefix, MANIFEST))  # incomplete first, then the rest
@@ -394,13 +346,13 @@ def save(state: Any, step: int | None = None, *, keep: int = DEFAULT_KEEP,
         _shipper.raise_pending()
         root = checkpoint_dir()
         if step is None:  # the previous save is done, so its folder is there
-            known = _steps([p.name for p in root.iterdir()]) if root.is_dir() else []
+            known = steps([p.name for p in root.iterdir()]) if root.is_dir() else []
             step = max(known, default=-1) + 1
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
         snapshot = _snapshot(state, _shipper.last_snapshot)
         _shipper.last_snapshot = snapshot
-        uri = os.environ.get("DDPJOB_CHECKPOINT_URI") or None
+        uri = os.environ.get(contract.ENV_CHECKPOINT_URI) or None
         _shipper.start(snapshot, int(step), root, uri, keep)
     return True
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime.errors import RuntimeContractError
+from ddpjob_runtime import contract, fsutil
+from ddpjob_runtime.errors import RuntimeContractError, UnsafePathError
+from ddpjob_runtime.hyperparameters import decode, is_reserved, name_problem
 
-DEFAULT_ROOT = "/opt/ml"
-ROOT_ENV = "SAGEMAKER_BASE_DIR"
-# The hyperparameter prefixes the runtime owns; they never reach the user's script.
-RESERVED_PREFIXES = ("sagemaker_", "ddpjob_")
+DEFAULT_ROOT = contract.DEFAULT_ROOT
+ROOT_ENV = contract.ENV_ROOT
 
 
 def job_root() -> Path:
@@ -25,19 +25,12 @@ def job_root() -> Path:
 
 
 def decode_hyperparameters(raw: dict[str, Any]) -> dict[str, Any]:
-    """JSON-decode every value (as the official SDK encodes them), falling back to the raw value."""
-    decoded = {}
-    for name, value in raw.items():
-        try:
-            decoded[name] = json.loads(value)
-        except (TypeError, ValueError):
-            decoded[name] = value
-    return decoded
-
-
-def is_reserved(name: str) -> bool:
-    """Whether a hyperparameter belongs to the runtime rather than to the user's script."""
-    return name.startswith(RESERVED_PREFIXES)
+    """JSON-decode every value; RuntimeContractError for a name no env variable can carry."""
+    for name in raw:
+        if problem := name_problem(name):
+            raise RuntimeContractError(f"{contract.HYPERPARAMETERS_FILE}: hyperparameter "
+                                       f"{name!r} refused: {problem}")
+    return decode(raw)
 
 
 @dataclass(frozen=True)
@@ -78,7 +71,7 @@ class TrainingEnvironment:
     @property
     def entry_point(self) -> str:
         """`sagemaker_program`: the script, module or shell script to run."""
-        program = self.hyperparameters.get("sagemaker_program")
+        program = self.hyperparameters.get(contract.PROGRAM)
         if not isinstance(program, str) or not program:
             raise RuntimeContractError(
                 "hyperparameters.json: 'sagemaker_program' (the entry point) is missing or empty"
@@ -87,57 +80,74 @@ class TrainingEnvironment:
 
     @property
     def submit_directory(self) -> str | None:
-        value = self.hyperparameters.get("sagemaker_submit_directory")
+        value = self.hyperparameters.get(contract.SUBMIT_DIRECTORY)
         return str(value) if value else None
 
     @property
     def job_name(self) -> str:
         return str(
-            self.platform.get("job_name") or self.hyperparameters.get("sagemaker_job_name") or ""
+            self.platform.get("job_name") or self.hyperparameters.get(contract.JOB_NAME) or ""
         )
 
     # Folders of the contract.
     @property
     def code_dir(self) -> Path:
-        return self.root / "code"
+        return self.root / contract.CODE_DIR
 
     @property
     def model_dir(self) -> Path:
-        return self.root / "model"
+        return self.root / contract.MODEL_DIR
 
     @property
     def input_dir(self) -> Path:
-        return self.root / "input"
+        return self.root / contract.INPUT_DIR
 
     @property
     def input_config_dir(self) -> Path:
-        return self.root / "input" / "config"
+        return self.root / contract.CONFIG_DIR
 
     @property
     def output_dir(self) -> Path:
-        return self.root / "output"
+        return self.root / contract.OUTPUT_DIR
 
     @property
     def output_data_dir(self) -> Path:
-        return self.root / "output" / "data"
+        return self.root / contract.OUTPUT_DIR / "data"
 
     @property
     def output_intermediate_dir(self) -> Path:
-        return self.root / "output" / "intermediate"
+        return self.root / contract.OUTPUT_DIR / "intermediate"
 
     def channel_dir(self, channel: str) -> Path:
-        return self.root / "input" / "data" / channel
+        """The channel's folder; a name that is not a plain folder name is refused."""
+        try:
+            return fsutil.contained(self.root / contract.DATA_DIR, channel, what="channel name")
+        except UnsafePathError as exc:
+            raise RuntimeContractError(str(exc)) from None
 
     @property
     def checkpoint_dir(self) -> Path:
         """checkpointconfig.json's LocalPath (an `/opt/ml/...` path is mapped under the root)."""
-        local = self.checkpoint_config.get("LocalPath")
-        if not local:
-            return self.root / "checkpoints"
-        path = Path(local)
-        if path.is_relative_to(DEFAULT_ROOT) and self.root != Path(DEFAULT_ROOT):
-            return self.root / path.relative_to(DEFAULT_ROOT)
-        return path
+        return checkpoint_local_dir(self.root, self.checkpoint_config)
+
+
+def checkpoint_local_dir(root: Path, checkpoint_config: dict[str, Any]) -> Path:
+    """The checkpoint folder SageMaker syncs: `LocalPath` (default `/opt/ml/checkpoints`), an
+    `/opt/ml/...` path mapped under `root` when the root is elsewhere (a local host)."""
+    local = checkpoint_config.get("LocalPath")
+    if not local:
+        return root / contract.CHECKPOINTS_DIR
+    path = Path(local)
+    if path.is_relative_to(DEFAULT_ROOT) and root != Path(DEFAULT_ROOT):
+        return root / path.relative_to(DEFAULT_ROOT)
+    return path
+
+
+def read_config(root: Path, name: str, required: bool = False) -> dict[str, Any]:
+    """The JSON object `input/config/<name>` under `root`; {} when it is optional and missing."""
+    path = root / contract.CONFIG_DIR / name
+    value = _read_json(path, required)
+    return {} if value is None else _object(path, value)
 
 
 def _read_json(path: Path, required: bool) -> Any:
@@ -178,20 +188,18 @@ def read_environment(root: Path | None = None) -> TrainingEnvironment:
     Raises `RuntimeContractError` naming the file and the problem.
     """
     root = (root or job_root()).absolute()
-    config = root / "input" / "config"
 
     def read(name: str, required: bool) -> dict[str, Any]:
-        path = config / name
-        value = _read_json(path, required)
-        return {} if value is None else _object(path, value)
+        return read_config(root, name, required)
 
-    resource_config = read("resourceconfig.json", required=True)
-    _check_resource_config(config / "resourceconfig.json", resource_config)
+    resource_config = read(contract.RESOURCE_CONFIG_FILE, required=True)
+    _check_resource_config(
+        root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE, resource_config)
     return TrainingEnvironment(
         root=root,
-        hyperparameters=decode_hyperparameters(read("hyperparameters.json", required=True)),
+        hyperparameters=decode_hyperparameters(read(contract.HYPERPARAMETERS_FILE, required=True)),
         resource_config=resource_config,
-        input_data_config=read("inputdataconfig.json", required=False),
-        checkpoint_config=read("checkpointconfig.json", required=False),
-        platform=read("platform.json", required=False),
+        input_data_config=read(contract.INPUT_DATA_CONFIG_FILE, required=False),
+        checkpoint_config=read(contract.CHECKPOINT_CONFIG_FILE, required=False),
+        platform=read(contract.PLATFORM_FILE, required=False),
     )

@@ -1,24 +1,40 @@
-"""Errors of the runtime; the bootstrap turns each into `output/failure` and an exit code."""
+"""Errors of ddpjob, shared by the client and the runtime (`ddpjob.errors` re-exports them).
+
+The runtime's bootstrap turns each into `output/failure` and an exit code; the client's CLI
+turns each into one line on stderr and its exit code.
+"""
 
 import signal
 
 
-class RuntimeContractError(Exception):
-    """A config file, hyperparameter or source archive breaks the container contract."""
+class DdpjobError(Exception):
+    """Base class of every error ddpjob raises on purpose."""
+
+
+class UserInputError(DdpjobError, ValueError):
+    """An argument, file or request the user can fix; the message names it and what is allowed."""
+
+
+class UnsafePathError(UserInputError):
+    """A name read from a caller or from storage would resolve outside its folder."""
+
+
+class StorageError(DdpjobError):
+    """A transfer to or from a URI failed; the message names the URI and the cause."""
 
     exit_code = 1
 
 
-class UserScriptError(Exception):
-    """The user's script failed on some rank; carries that rank's exit code."""
-
-    def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
-        self.exit_code = exit_code
+class ObjectNotFoundError(StorageError):
+    """The object or file a URI names does not exist (anymore)."""
 
 
-class StorageError(Exception):
-    """A transfer to or from a URI failed; the message names the URI and the cause."""
+class InvalidURIError(UserInputError, StorageError):
+    """A URI that names no store: a bad argument to the client, a storage failure to the runtime."""
+
+
+class RuntimeContractError(DdpjobError):
+    """A config file, hyperparameter or source archive breaks the container contract."""
 
     exit_code = 1
 

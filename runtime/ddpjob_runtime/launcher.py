@@ -7,7 +7,6 @@ receives the bootstrap's SIGTERM/SIGINT, and is killed whole when the launch end
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import enum
 import logging
 import os
@@ -20,17 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddpjob_runtime import contract, processes
 from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
 
 WORKER_MODULE = "ddpjob_runtime.worker"
+AGENT_MODULE = "ddpjob_runtime.agent"  # torchrun, bound to the rendezvous address
 KILL_GRACE_S = 5.0
-_TORCHRUN_FLAGS = (
-    "sagemaker_torch_distributed_enabled",
-    "sagemaker_pytorch_ddp_enabled",
-    "sagemaker_distributed_dataparallel_enabled",
-)
+_TORCHRUN_FLAGS = (contract.TORCH_DISTRIBUTED, contract.PYTORCH_DDP, contract.SMDDP)
 
 
 class Strategy(enum.Enum):
@@ -47,14 +44,14 @@ def choose_strategy(hyperparameters: Mapping[str, Any]) -> Strategy:
     """The distribution the official SDK asked for through its `sagemaker_*_enabled` flags."""
     if any(_enabled(hyperparameters.get(flag)) for flag in _TORCHRUN_FLAGS):
         return Strategy.TORCHRUN
-    if _enabled(hyperparameters.get("sagemaker_mpi_enabled")):
+    if _enabled(hyperparameters.get(contract.MPI)):
         return Strategy.MPI
     return Strategy.SINGLE
 
 
 def processes_per_host(hyperparameters: Mapping[str, Any], gpus: int) -> int:
     """Workers on this host: `ddpjob_processes_per_host`, else MPI's setting, else GPUs, else 1."""
-    for name in ("ddpjob_processes_per_host", "sagemaker_mpi_num_of_processes_per_host"):
+    for name in (contract.PROCESSES_PER_HOST, contract.MPI_PROCESSES):
         value = hyperparameters.get(name)
         if value is None:
             continue
@@ -64,6 +61,19 @@ def processes_per_host(hyperparameters: Mapping[str, Any], gpus: int) -> int:
             )
         return value
     return gpus or 1
+
+
+def max_restarts(hyperparameters: Mapping[str, Any]) -> int:
+    """Worker restarts allowed (`ddpjob_max_restarts`, torchrun's `--max_restarts`), default 0."""
+    value = hyperparameters.get("ddpjob_max_restarts", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not (
+        0 <= value <= contract.MAX_RESTARTS_LIMIT
+    ):
+        raise RuntimeContractError(
+            f"hyperparameter 'ddpjob_max_restarts' must be an integer from 0 to "
+            f"{contract.MAX_RESTARTS_LIMIT}, got {value!r}"
+        )
+    return value
 
 
 def worker_command(entry: str, args: Sequence[str]) -> list[str]:
@@ -80,18 +90,19 @@ def torchrun_command(
     master_port: int,
     entry: str,
     args: Sequence[str],
+    max_restarts: int = 0,
 ) -> list[str]:
-    """`python -m torch.distributed.run ...` with a static rendezvous on the first host."""
+    """torchrun (through `ddpjob_runtime.agent`) with a static rendezvous on the first host."""
     return [
         sys.executable,
         "-m",
-        "torch.distributed.run",
+        AGENT_MODULE,
         f"--nnodes={nnodes}",
         f"--node_rank={node_rank}",
         f"--nproc_per_node={nproc}",
         f"--master_addr={master_addr}",
         f"--master_port={master_port}",
-        "--max_restarts=0",
+        f"--max_restarts={max_restarts}",
         *worker_command(entry, args),
     ]
 
@@ -138,36 +149,18 @@ def single_command(entry: str, args: Sequence[str]) -> list[str]:
     return [sys.executable, *worker_command(entry, args)]
 
 
-def _child_setup() -> None:
-    """In the child before exec: die with the bootstrap, even if it is SIGKILLed."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM the launched process group, SIGKILL what is left after `grace_s`, reap the leader."""
     pgid = proc.pid
-    if _group_alive(pgid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
+    if processes.group_alive(pgid):
+        processes.signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and _group_alive(pgid):
+        while time.monotonic() < deadline and processes.group_alive(pgid):
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=0.1)
-            if proc.returncode is not None and _group_alive(pgid):
+            if proc.returncode is not None and processes.group_alive(pgid):
                 time.sleep(0.1)  # orphaned members are reaped by init, not by us
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+        processes.signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace_s)
 
@@ -188,15 +181,15 @@ def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
         stopped.append(signum)
         log.warning("received signal %d: stopping the workers", signum)
         for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signum)
+            processes.signal_group(proc.pid, signum)
 
     # Handlers first: a signal that arrives during the start must still reach the group.
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         procs.append(
             subprocess.Popen(
-                list(cmd), env=dict(env), cwd=cwd, start_new_session=True, preexec_fn=_child_setup
+                list(cmd), env=dict(env), cwd=cwd, start_new_session=True,
+                preexec_fn=processes.ends_with_this_process(),
             )
         )
         if stopped:

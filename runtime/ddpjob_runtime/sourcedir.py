@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
+from ddpjob_runtime import contract, storage
 from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
@@ -20,51 +19,71 @@ PIP_TIMEOUT_S = 30 * 60
 _PIP_TAIL_LINES = 12
 
 
-def _local_path(uri: str) -> Path:
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.path))
-    return Path(uri)
+def _resolve(name: str, links: dict[str, str]) -> list[str] | None:
+    """The parts of `name` inside the archive with the archive's own symlinks followed, or None
+    when the path leaves the archive's root (or loops): what the path will mean once extracted."""
+    parts: list[str] = []
+    pending = [p for p in name.split("/") if p not in ("", ".")]
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if not parts:
+                return None
+            parts.pop()
+            continue
+        parts.append(part)
+        target = links.get("/".join(parts))
+        if target is not None:
+            hops += 1
+            if hops > 40 or target.startswith("/"):
+                return None
+            parts.pop()
+            pending = [p for p in target.split("/") if p not in ("", ".")] + pending
+    return parts
 
 
-def _check_member(member: tarfile.TarInfo, dest: Path) -> None:
-    """Refuse what could write outside `dest` or create something other than files and folders."""
-    name = member.name
-    target = os.path.realpath(dest / name)
-    root = os.path.realpath(dest)
+def _check_members(members: list[tarfile.TarInfo]) -> None:
+    """Refuse any member that could write outside the archive's root, following the chain of
+    links the archive itself creates (`a/b/s2 -> ../..`, then `s1 -> a/b/s2/..`)."""
+    links = {"/".join(p for p in m.name.split("/") if p not in ("", ".")): m.linkname
+             for m in members if m.issym()}
+    files = {m.name.strip("/") for m in members if m.isfile()}
 
-    def refuse(why: str) -> None:
-        raise RuntimeContractError(f"source archive member {name!r} refused: {why}")
+    def refuse(member: tarfile.TarInfo, why: str) -> None:
+        raise RuntimeContractError(f"source archive member {member.name!r} refused: {why}")
 
-    if name.startswith("/") or os.path.isabs(name):
-        refuse("absolute path")
-    if ".." in Path(name).parts:
-        refuse("path contains '..'")
-    if os.path.commonpath([root, target]) != root:
-        refuse("resolves outside the source directory")
-    if member.issym() or member.islnk():
-        link = member.linkname
-        # A symlink is relative to its own folder; a hardlink to the archive's root.
-        base = os.path.dirname(target) if member.issym() else root
-        if (
-            os.path.isabs(link)
-            or os.path.commonpath([root, os.path.realpath(os.path.join(base, link))]) != root
-        ):
-            refuse(f"link to {link!r} points outside the source directory")
-    elif not (member.isfile() or member.isdir()):
-        refuse("not a regular file, folder or link (devices and fifos are not allowed)")
+    for member in members:
+        if member.name.startswith("/") or ".." in Path(member.name).parts:
+            refuse(member, "absolute path or '..'")
+        if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+            refuse(member, "not a regular file, folder or link (devices and fifos are not "
+                           "allowed)")
+        parent = member.name.rstrip("/").rpartition("/")[0]
+        if _resolve(parent, links) is None:
+            refuse(member, "its folder resolves outside the source directory")
+        if member.issym() and _resolve(member.name, links) is None:
+            refuse(member, f"link to {member.linkname!r} points outside the source directory")
+        if member.islnk():
+            target = _resolve(member.linkname, links)
+            if target is None or "/".join(target) != member.linkname.strip("/") \
+                    or member.linkname.strip("/") not in files:
+                refuse(member, f"hard link to {member.linkname!r} points outside the source "
+                               f"directory or to no regular file of the archive")
 
 
 def safe_extract(archive: Path, dest: Path) -> None:
-    """Unpack a tar(.gz) into `dest`, checking every member first (see `_check_member`)."""
+    """Unpack a tar(.gz) into `dest`, every member checked first (see `_check_members`)."""
     dest.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(archive) as tar:
             members = tar.getmembers()
-            for member in members:
-                _check_member(member, dest)
-            # Every member was vetted above; the 'tar' filter additionally drops modes like setuid.
-            tar.extractall(dest, members=members, filter="tar")
+            _check_members(members)
+            # tarfile's own 'data' filter checks again against the folder on disk and drops
+            # modes like setuid.
+            tar.extractall(dest, members=members, filter="data")
+    except tarfile.FilterError as exc:
+        raise RuntimeContractError(f"source archive {archive}: member refused: {exc}") from None
     except (tarfile.TarError, EOFError) as exc:
         raise RuntimeContractError(
             f"source archive {archive} is not a valid tar file: {exc}"
@@ -74,21 +93,17 @@ def safe_extract(archive: Path, dest: Path) -> None:
 def fetch_source(uri: str, code_dir: Path) -> None:
     """Bring `sagemaker_submit_directory` (tar.gz by s3://, file:// or path; or a folder) in."""
     code_dir.mkdir(parents=True, exist_ok=True)
-    if urlparse(uri).scheme == "s3":
-        from ddpjob_runtime import storage  # boto3 only when needed
-
+    location = storage.parse(uri, argument=contract.SUBMIT_DIRECTORY)
+    if location.is_s3:
         with tempfile.TemporaryDirectory() as tmp:
-            archive = Path(tmp) / "sourcedir.tar.gz"
-            storage.download_file(uri, archive)
+            archive = storage.download_file(uri, Path(tmp) / contract.SOURCE_ARCHIVE)
             safe_extract(archive, code_dir)
-        return
-    path = _local_path(uri)
-    if path.is_dir():  # the official SDK's local mode hands over the folder itself
-        shutil.copytree(path, code_dir, dirs_exist_ok=True, symlinks=False)
-    elif path.is_file():
-        safe_extract(path, code_dir)
+    elif location.path.is_dir():  # the official SDK's local mode hands over the folder itself
+        shutil.copytree(location.path, code_dir, dirs_exist_ok=True, symlinks=False)
+    elif location.path.is_file():
+        safe_extract(location.path, code_dir)
     else:
-        raise RuntimeContractError(f"sagemaker_submit_directory {uri!r}: no such file or folder")
+        raise RuntimeContractError(f"{contract.SUBMIT_DIRECTORY} {uri!r}: no such file or folder")
 
 
 def install_requirements(code_dir: Path) -> None:

@@ -9,7 +9,6 @@ checkpoint fails the job.
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import runpy
 import signal
@@ -18,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from ddpjob_runtime import failure
+from ddpjob_runtime import failure, processes
 from ddpjob_runtime.entrypoint import EntryKind, entry_kind, module_name
 
 _EXCEPTION_CHARS = 700
@@ -40,17 +39,6 @@ def map_mpi_variables(environ: dict[str, str] | os._Environ) -> None:
             if source in environ:
                 environ[name] = environ[source]
                 break
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL us when our launcher dies, so no worker outlives its host."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:  # the launcher died before prctl took effect
-        os._exit(128 + signal.SIGKILL)
 
 
 def _rank() -> int:
@@ -153,7 +141,7 @@ def main() -> None:
     """Console entry of the wrapper (run by torchrun, mpirun or the bootstrap)."""
     if len(sys.argv) < 2:
         sys.exit("usage: python -m ddpjob_runtime.worker ENTRY_POINT [ARGS...]")
-    _die_with_parent()
+    processes.die_with_parent(signal.SIGKILL)  # no worker outlives its launcher
     atexit.register(_exit_before_native_teardown)
     code = run(sys.argv[1:])
     if code == 0:

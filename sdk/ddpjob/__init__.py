@@ -16,7 +16,7 @@ _EXPORTS = {
     "PyTorch": "ddpjob.pytorch",
     "TrainingInput": "ddpjob.training_input",
     "LocalSession": "ddpjob.local.session",
-    "Session": "ddpjob.session",
+    "Session": "ddpjob.sagemaker.session",
 }
 
 __all__ = ["Estimator", "HuggingFace", "LocalSession", "PyTorch", "Session", "TrainingInput"]
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.huggingface import HuggingFace
     from ddpjob.local.session import LocalSession
     from ddpjob.pytorch import PyTorch
-    from ddpjob.session import Session
+    from ddpjob.sagemaker.session import Session
     from ddpjob.training_input import TrainingInput
 
 

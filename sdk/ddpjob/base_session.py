@@ -1,82 +1,152 @@
-"""The small surface every control plane offers, so the estimator never asks which it holds."""
+"""The small surface every control plane offers, so the estimator asks instead of branching.
+
+A session is a scheduler in TorchX's sense: it owns its policy (instance types, image, role,
+default locations, where local inputs go, how often to poll), checks a request without any side
+effect (`submit_dryrun`), and `submit` is that dry run, then reserving the name, staging the
+job's files and scheduling it. Reading a job (`describe`, `list`, `logs`) never changes it.
+"""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+from ddpjob.errors import UserInputError
+from ddpjob.naming import check_job_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.training_job import TrainingJob
+
+#: What `submit` calls between reserving the job name and scheduling the job (uploads).
+Stage = Callable[[], None]
 
 
 class BaseSession(abc.ABC):
     """A control plane for training jobs: SageMaker (`Session`) or this machine (`LocalSession`)."""
 
-    #: True when jobs run on this machine (no Docker, no cloud account).
-    local: bool = False
+    #: Seconds between two looks at a job that is being followed.
+    poll_seconds: float = 5.0
+    #: URI schemes this backend's hosts can read and write ("s3", "file").
+    storage_schemes: frozenset[str] = frozenset({"s3"})
+    #: What the backend's jobs are called in messages ("SageMaker", "local").
+    label: str = "SageMaker"
 
-    @property
-    @abc.abstractmethod
-    def sagemaker_client(self) -> Any:
-        """A boto3-shaped SageMaker client: create/describe/stop/list training jobs."""
-
-    @abc.abstractmethod
-    def default_output_path(self) -> str:
-        """Where jobs write outputs when the estimator names no `output_path` (a folder URI)."""
-
-    @abc.abstractmethod
-    def iter_logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]:
-        """Yield `(host, line)` of every host of the job, in arrival order.
-
-        With `follow`, keep waiting for new lines until the job is terminal and its logs are
-        drained; without, yield what exists now and return.
-        """
-
-    @abc.abstractmethod
-    def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Send a CreateTrainingJob request (SageMaker's shape); return the response."""
-
-    @abc.abstractmethod
-    def list_training_jobs(self, **kwargs: Any) -> list[dict[str, Any]]:
-        """Every TrainingJobSummary that ListTrainingJobs returns for `kwargs` (all pages)."""
+    # --- policy ------------------------------------------------------------------------------
 
     @property
     def region_name(self) -> str | None:
         """The AWS region the session talks to, when there is one."""
         return None
 
-    def default_role(self) -> str | None:
-        """The IAM role used when the estimator names none (None: a role is required)."""
-        return None
+    @abc.abstractmethod
+    def check_instance_type(self, instance_type: str) -> None:
+        """Raise UserInputError unless this backend runs `instance_type`."""
 
-    def expand_role(self, role: str) -> str:
-        """The role as CreateTrainingJob takes it (SageMaker's Session expands a bare name)."""
-        return role
+    @abc.abstractmethod
+    def training_image(self, image_uri: str | None) -> str:
+        """The TrainingImage of a job given the estimator's `image_uri` (UserInputError when this
+        backend needs one and none is given)."""
 
-    # --- the estimator's questions: what this backend runs and where data goes ---------------
+    @abc.abstractmethod
+    def resolve_role(self, role: str | None) -> str:
+        """The RoleArn of a job given the estimator's `role` (UserInputError when required)."""
 
-    #: URI schemes this backend reads and writes (outputs, checkpoints, code).
-    uri_schemes: tuple[str, ...] = ("s3",)
-    #: Whether local files given as inputs are uploaded first (else read in place).
-    stages_local_inputs: bool = True
+    @abc.abstractmethod
+    def default_output_path(self) -> str:
+        """Where outputs go when the estimator names no `output_path` (a folder URI). Pure: a
+        default bucket is created only when a job that uses it is submitted."""
 
-    def accepts_instance_type(self, instance_type: str) -> bool:
-        """Whether this backend runs `instance_type` (SageMaker: the `ml.*` types)."""
-        return instance_type.startswith("ml.")
+    @abc.abstractmethod
+    def input_prefix(self, job_name: str) -> str | None:
+        """Where local input data of `job_name` is uploaded; None: the hosts read it in place."""
 
-    def planned_output_path(self) -> str:
-        """Where `default_output_path()` is, found without creating anything (the dry run)."""
-        return self.default_output_path()
+    def check_location(self, uri: str, argument: str) -> None:
+        """Raise UserInputError unless this backend's hosts can reach the folder URI `uri`."""
+        scheme = "s3" if uri.startswith("s3://") else "file"
+        if scheme not in self.storage_schemes:
+            allowed = " or ".join(f"{s}://" for s in sorted(self.storage_schemes))
+            raise UserInputError(f"{argument} {uri!r}: {self.label} jobs need an {allowed} URI")
 
-    def check_request(self, request: Mapping[str, Any], *, submit: bool = False) -> None:
-        """Refuse (UserInputError) what this backend cannot run, before any upload; with
-        `submit`, also what it needs to start the job here. Pure."""
-        return None
+    # --- jobs --------------------------------------------------------------------------------
 
-    def describe_training_job(self, job_name: str) -> dict[str, Any]:
-        """The DescribeTrainingJob response of `job_name`."""
-        return self.sagemaker_client.describe_training_job(TrainingJobName=job_name)
+    @abc.abstractmethod
+    def submit_dryrun(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The CreateTrainingJob request as this backend would send it, checked; changes
+        nothing anywhere (no bucket, no name, no upload)."""
 
-    def stop_training_job(self, job_name: str) -> None:
-        """Ask the control plane to stop `job_name`."""
-        self.sagemaker_client.stop_training_job(TrainingJobName=job_name)
+    def submit(self, request: Mapping[str, Any], stage: Stage | None = None) -> TrainingJob:
+        """Check `request`, reserve its job name, run `stage` (the uploads), then start the job.
+
+        A name that is taken is refused before `stage` runs; when `stage` fails the name is
+        given back and nothing is started.
+        """
+        from ddpjob.training_job import TrainingJob
+
+        checked = self.submit_dryrun(request)
+        name = checked["TrainingJobName"]
+        self._reserve(checked)
+        try:
+            if stage is not None:
+                stage()
+        except BaseException:
+            self._release(name)
+            raise
+        self._schedule(checked)
+        return TrainingJob(self, name)
+
+    @abc.abstractmethod
+    def _reserve(self, request: dict[str, Any]) -> None:
+        """Take the job's name (and make what it needs exist) before anything is uploaded."""
+
+    def _release(self, job_name: str) -> None:  # noqa: B027 - a backend may hold nothing
+        """Give back a name taken by `_reserve` for a job that will not start."""
+
+    @abc.abstractmethod
+    def _schedule(self, request: dict[str, Any]) -> None:
+        """Start the job of a checked, reserved request."""
+
+    def describe(self, job_name: str) -> dict[str, Any]:
+        """The DescribeTrainingJob response of `job_name` (JobNotFoundError when there is none)."""
+        return self._describe(check_job_name(job_name))
+
+    def stop(self, job_name: str) -> None:
+        """Ask the control plane to stop `job_name`; it ends Stopped."""
+        self._stop(check_job_name(job_name))
+
+    def logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]:
+        """Yield `(host, line)` of every host of the job, in arrival order.
+
+        With `follow`, keep waiting for new lines until the job has ended and its logs are
+        drained; without, yield what exists now and return.
+        """
+        self.describe(job_name)  # a clear error now for an unknown job
+        return self._logs(job_name, follow)
+
+    @abc.abstractmethod
+    def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """The TrainingJobSummaries that ListTrainingJobs returns for `filters` (e.g.
+        NameContains, StatusEquals, SortBy), across pages, at most `max_results` of them."""
+
+    def metric_series(self, job_name: str,
+                      metric_names: list[str] | None = None) -> list[dict[str, Any]]:
+        """Every `{"timestamp", "metric_name", "value"}` of the metrics `metric_names` (default:
+        the job's MetricDefinitions), oldest first, in seconds since its training started."""
+        job = self.describe(job_name)
+        if metric_names is None:
+            definitions = job.get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
+            metric_names = [d["Name"] for d in definitions]
+        return self._metric_series(job, metric_names)
+
+    @abc.abstractmethod
+    def _metric_series(self, job: dict[str, Any],
+                       metric_names: list[str]) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    def _describe(self, job_name: str) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def _stop(self, job_name: str) -> None: ...
+
+    @abc.abstractmethod
+    def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]: ...

@@ -157,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     download.add_argument("--step", type=_int_at_least(0),
                           help="with --checkpoint: this step, not the latest")
     _add_backend_options(download)
+
+    cache = commands.add_parser("cache", help="the local jobs' cache of S3 objects",
+                                description="Show or empty the cache of s3:// channel objects "
+                                            "under the local home (limit: DDPJOB_CACHE_MAX_GB).")
+    cache.add_argument("cache_command", choices=("info", "clear"))
+    cache.add_argument("--config", help="defaults file (default: $DDPJOB_CONFIG or "
+                                        "~/.ddpjob/config.yaml)")
     return parser
 
 
@@ -172,7 +179,7 @@ def _session(args: argparse.Namespace, config: Config, backend: str | None = Non
         return session
     import boto3
 
-    from ddpjob.session import Session
+    from ddpjob.sagemaker.session import Session
 
     session = Session(boto_session=boto3.Session(region_name=config.region),
                       default_bucket=config.default_bucket)
@@ -213,7 +220,7 @@ def _estimator_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
 def _require_role(kwargs: dict[str, Any], config: Config) -> None:
     """SageMaker jobs need a role: say so before anything touches AWS (the default bucket is
     created on first use)."""
-    from ddpjob.session import require_role
+    from ddpjob.sagemaker.session import require_role
 
     if not kwargs.get("role"):
         where = f" ({config.path})" if config.path else ""
@@ -250,16 +257,13 @@ def _run(args: argparse.Namespace, config: Config) -> int:
 
 
 def _jobs(args: argparse.Namespace, config: Config) -> int:
-    from ddpjob.aws_errors import aws_errors
-
     session = _session(args, config)
     if args.jobs_command == "describe":
-        print(json.dumps(session.describe_training_job(args.name), indent=2, default=str))
+        print(json.dumps(session.describe(args.name), indent=2, default=str))
         return EXIT_OK
-    with aws_errors("ListTrainingJobs", region=session.region_name):
-        response = session.sagemaker_client.list_training_jobs(
-            MaxResults=args.max_results, SortBy="CreationTime", SortOrder="Descending")
-    for job in response["TrainingJobSummaries"]:
+    jobs = session.list(max_results=args.max_results, SortBy="CreationTime",
+                        SortOrder="Descending")
+    for job in jobs:
         created = job["CreationTime"]
         if hasattr(created, "isoformat"):
             created = created.isoformat(timespec="seconds")
@@ -269,27 +273,26 @@ def _jobs(args: argparse.Namespace, config: Config) -> int:
 
 def _logs(args: argparse.Namespace, config: Config) -> int:
     session = _session(args, config)
-    session.describe_training_job(args.name)  # an unknown job is an error, not silence
-    for host, line in session.iter_logs(args.name, follow=args.follow):
+    for host, line in session.logs(args.name, follow=args.follow):
         print(f"[{host}] {line}", flush=True)
     if args.follow:
         from ddpjob.training_job import job_failure
 
-        failure = job_failure(session.describe_training_job(args.name))
+        failure = job_failure(session.describe(args.name))
         if failure is not None:
             raise failure
     return EXIT_OK
 
 
 def _stop(args: argparse.Namespace, config: Config) -> int:
-    from ddpjob.base_session import TERMINAL_STATUSES
+    from ddpjob.job_status import TERMINAL_STATUSES
 
     session = _session(args, config)
-    status = session.describe_training_job(args.name)["TrainingJobStatus"]
+    status = session.describe(args.name)["TrainingJobStatus"]
     if status in TERMINAL_STATUSES:
         _error(f"training job {args.name} has already ended ({status}); nothing to stop")
         return EXIT_SERVICE
-    session.stop_training_job(args.name)
+    session.stop(args.name)
     print(f"{args.name}: stopping")
     return EXIT_OK
 
@@ -312,7 +315,22 @@ def _download(args: argparse.Namespace, config: Config) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download}
+def _cache(args: argparse.Namespace, config: Config) -> int:
+    from ddpjob.local.datacache import human_bytes
+    from ddpjob.local.staging import cache_of
+
+    cache = cache_of(_session(args, config, "local").home)
+    if args.cache_command == "clear":
+        print(f"{cache.root}: freed {human_bytes(cache.evict(0))}")
+    info = cache.info()
+    print(f"{info.root}: {info.entries:,} objects, {human_bytes(info.size)} (limit "
+          f"{human_bytes(info.max_size)}); in use by running jobs: {info.in_use:,} objects, "
+          f"{human_bytes(info.in_use_size)}")
+    return EXIT_OK
+
+
+_COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download,
+             "cache": _cache}
 
 
 def _error(message: str, *, bad_input: bool = False) -> None:
@@ -327,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0), or a usage error already printed on one line
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    from ddpjob.aws_errors import AwsError, JobNotFoundError
+    from ddpjob.sagemaker.errors import AwsError, JobNotFoundError
 
     try:
         config = load_config(args.config)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob import storage
+from ddpjob_runtime import storage
+
 from ddpjob.errors import UserInputError
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
@@ -128,7 +129,7 @@ def _check_config_value(key: str, value: str, where: str) -> None:
         raise UserInputError(f"{where}: region {value!r} is not an AWS region name such as "
                              f"'us-east-1'")
     if key == "role":
-        from ddpjob.session import require_role
+        from ddpjob.sagemaker.session import require_role
 
         try:
             require_role(value)

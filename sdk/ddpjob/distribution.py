@@ -14,7 +14,9 @@
      "mpi": {...}} or {..., "torch_distributed": {"enabled": True}}   # SageMaker's SMP library
 
 plus ddpjob's top-level `"processes_per_host": N` (workers per host, 1..MAX_PROCESSES_PER_HOST),
-which becomes `ddpjob_processes_per_host` and, with no strategy enabled, implies torchrun.
+which becomes `ddpjob_processes_per_host` and, with no strategy enabled, implies torchrun, and
+`"max_restarts": N` (0..100, default 0: worker restarts, torchrun's `--max_restarts`), which
+becomes `ddpjob_max_restarts` (refused on SageMaker's DLC, whose toolkit does not restart).
 
 On SageMaker's PyTorch DLC (`dlc=True`) the data-parallel forms become the toolkit's torchrun
 launch (`sagemaker_torch_distributed_enabled`), since ddpjob's DDP library runs on
@@ -26,19 +28,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ddpjob_runtime.contract import (  # the hyperparameter names, spelled once
+    INSTANCE_TYPE,
+    MAX_RESTARTS,
+    MAX_RESTARTS_LIMIT,
+    MPI,
+    MPI_OPTIONS,
+    MPI_PROCESSES,
+    PROCESSES_PER_HOST,
+    PYTORCH_DDP,
+    SMDDP,
+    SMDDP_MPI_OPTIONS,
+    TORCH_DISTRIBUTED,
+)
+
 from ddpjob import official_sdk
 from ddpjob.errors import UserInputError
 
-TORCH_DISTRIBUTED = "sagemaker_torch_distributed_enabled"
-PYTORCH_DDP = "sagemaker_pytorch_ddp_enabled"
-SMDDP = "sagemaker_distributed_dataparallel_enabled"
-SMDDP_MPI_OPTIONS = "sagemaker_distributed_dataparallel_custom_mpi_options"
-MPI = "sagemaker_mpi_enabled"
-MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
-MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
+#: SageMaker's model-parallel library reads its parameters from this hyperparameter.
 MP_PARAMETERS = "mp_parameters"
-INSTANCE_TYPE = "sagemaker_instance_type"
-PROCESSES_PER_HOST = "ddpjob_processes_per_host"
 #: Workers per host: a p5/p4d host has 8 GPUs and the largest CPU hosts 192 vCPUs; more than 64
 #: processes on one host is a typo, not a plan (each one is a full Python interpreter).
 MAX_PROCESSES_PER_HOST = 64
@@ -125,9 +133,9 @@ def _check_keys(distribution: Any) -> dict[str, Any]:
         if key in _OTHER_STRATEGIES:
             raise _fail(f"{key!r} is not supported by ddpjob; use one of "
                         f"{', '.join(STRATEGIES)}")
-        if key not in (*STRATEGIES, "processes_per_host"):
+        if key not in (*STRATEGIES, "processes_per_host", "max_restarts"):
             raise _fail(f"unknown key {key!r}; allowed: {', '.join(STRATEGIES)}, "
-                        f"processes_per_host")
+                        f"processes_per_host, max_restarts")
     if "pytorchddp" in distribution and "smdistributed" in distribution:
         raise _fail("give pytorchddp or smdistributed, not both")
     parsed: dict[str, Any] = {}
@@ -188,7 +196,25 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None, instanc
         if not (_data_parallel(hps) or hps.get(MPI)):  # workers need a launcher: torchrun
             hps = {TORCH_DISTRIBUTED: True, INSTANCE_TYPE: instance_type}
         hps[PROCESSES_PER_HOST] = per_host
+    if "max_restarts" in distribution:
+        restarts = _max_restarts(distribution["max_restarts"], hps)
+        if restarts and dlc:
+            raise _fail("max_restarts needs ddpjob's launcher (local jobs or the ddpjob image); "
+                        "SageMaker's PyTorch container starts torchrun without restarts: remove "
+                        "it, or pass image_uri=<the ddpjob image>")
+        hps[MAX_RESTARTS] = restarts
     return hps
+
+
+def _max_restarts(value: Any, hps: Mapping[str, Any]) -> int:
+    """Worker restarts: 0..100, and only where torchrun runs the workers (it restarts them)."""
+    if type(value) is not int or not 0 <= value <= MAX_RESTARTS_LIMIT:  # bool is not int here
+        raise _fail(f"max_restarts must be an integer from 0 to {MAX_RESTARTS_LIMIT}, "
+                    f"got {value!r}")
+    if value and not _data_parallel(hps):
+        raise _fail("max_restarts needs torchrun to restart the workers: add "
+                    f"{_EXAMPLE[1:-1]} or processes_per_host")
+    return value
 
 
 def distribution_from_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -216,9 +242,12 @@ def distribution_from_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, A
         result["mpi"] = mpi
     if decoded.get(PROCESSES_PER_HOST):
         result["processes_per_host"] = decoded[PROCESSES_PER_HOST]
+    if MAX_RESTARTS in decoded:
+        result["max_restarts"] = decoded[MAX_RESTARTS]
     return result or None
 
 
 #: Every hyperparameter name this module may set (attach separates them from the user's).
 NAMES = frozenset({TORCH_DISTRIBUTED, PYTORCH_DDP, SMDDP, SMDDP_MPI_OPTIONS, MPI, MPI_PROCESSES,
-                   MPI_OPTIONS, MP_PARAMETERS, INSTANCE_TYPE, PROCESSES_PER_HOST})
+                   MPI_OPTIONS, MP_PARAMETERS, INSTANCE_TYPE, PROCESSES_PER_HOST,
+                   MAX_RESTARTS})

@@ -1,20 +1,16 @@
-"""Errors the client raises: one clear line each."""
+"""Errors the client raises: one clear line each. The shared ones are the runtime's own classes."""
 
+from ddpjob_runtime.errors import (
+    DdpjobError,
+    InvalidURIError,
+    ObjectNotFoundError,
+    StorageError,
+    UnsafePathError,
+    UserInputError,
+)
 
-class DdpjobError(Exception):
-    """Base class of every error ddpjob raises on purpose."""
-
-
-class UserInputError(DdpjobError, ValueError):
-    """An argument, file or request the user can fix; the message names it and what is allowed."""
-
-
-class StorageError(DdpjobError):
-    """A transfer to or from a URI failed; the message names the URI and the cause."""
-
-
-class ObjectNotFoundError(StorageError):
-    """The object or file a URI names does not exist (anymore)."""
+__all__ = ["DdpjobError", "InvalidURIError", "JobFailedError", "ObjectNotFoundError",
+           "StorageError", "UnsafePathError", "UserInputError"]
 
 
 class JobFailedError(DdpjobError):

@@ -13,12 +13,14 @@ What differs between backends is asked of the session, never branched on here.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ddpjob_runtime import contract, storage
+from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, encode
 
 from ddpjob import (
     arguments,
@@ -26,30 +28,26 @@ from ddpjob import (
     inputs,
     naming,
     packaging,
-    staging,
-    storage,
+    uploads,
     validation,
 )
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
-from ddpjob.hyperparameters import check_total, check_user_hyperparameters, encode
 from ddpjob.image_uris import (
     ImageRequest,
     is_dlc,
     training_image_uri,
 )
 from ddpjob.job_results import JobResults
+from ddpjob.local.session import LOCAL_IMAGE
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 from ddpjob.reattach import init_params_from_description
-from ddpjob.request import JobSpec, build_request, validate_request
+from ddpjob.request import JobSpec, build_request
 from ddpjob.training_job import TrainingJob
 
 logger = logging.getLogger(__name__)
 
-#: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
-#: installed on this machine, so the name is only a label.
-LOCAL_IMAGE = "ddpjob-local"
 DEFAULT_MAX_RUN = 24 * 60 * 60
 DEFAULT_BASE_JOB_NAME = "pytorch-training"
 #: v1 names whose v2 name is a parameter of `Estimator.__init__` (the rest are table rows).
@@ -72,7 +70,7 @@ def _default_session(instance_type: str) -> BaseSession:
         from ddpjob.local.session import LocalSession
 
         return LocalSession()
-    from ddpjob.session import Session
+    from ddpjob.sagemaker.session import Session
 
     return Session()
 
@@ -187,11 +185,7 @@ class Estimator(JobResults):
         self.instance_type = instance_type
         self.instance_count = validation.positive_int(core["instance_count"], "instance_count")
         self.sagemaker_session = self.session = session or _default_session(instance_type)
-        if not self.session.accepts_instance_type(instance_type):
-            raise UserInputError(
-                f"instance_type {instance_type!r} cannot run on a "
-                f"{type(self.session).__name__}: use 'local'/'local_gpu' with LocalSession and "
-                f"'ml.*' types with Session")
+        self.session.check_instance_type(instance_type)
         self.image_uri = validation.optional_str(core["image_uri"], "image_uri")
         self.max_run = validation.positive_int(core["max_run"], "max_run")
         spot = core["use_spot_instances"]
@@ -249,10 +243,7 @@ class Estimator(JobResults):
         if uri is None:
             return None
         location = storage.parse(uri, argument=argument)
-        if location.scheme not in self.session.uri_schemes:
-            allowed = " or ".join(f"{scheme}://" for scheme in self.session.uri_schemes)
-            raise UserInputError(f"{argument} {uri!r}: jobs of a {type(self.session).__name__} "
-                                 f"need an {allowed} URI")
+        self.session.check_location(str(uri), argument)
         return location.uri if location.scheme == "file" else uri
 
     # ------------------------------------------------------------------ image and code
@@ -270,20 +261,14 @@ class Estimator(JobResults):
         return self.instance_type.startswith("ml.") and self._image_request() is not None
 
     def training_image_uri(self) -> str:
-        """The TrainingImage: `image_uri`, SageMaker's container for an `ml.*` job, or the
-        label of the runtime installed here for a local one."""
-        if self.image_uri is not None:
-            return self.image_uri
-        if not self.instance_type.startswith("ml."):
-            return LOCAL_IMAGE
-        request = self._image_request()
-        if request is None:
-            raise UserInputError(
-                "image_uri is required for an Estimator on SageMaker: use ddpjob.PyTorch (which "
-                "picks SageMaker's PyTorch container) or pass image_uri='<ECR image>'")
+        """The TrainingImage: `image_uri`, SageMaker's container for an `ml.*` job, or what the
+        session uses when none is given (a label of the runtime installed here, locally)."""
+        request = self._image_request() if self.image_uri is None else None
+        if request is None or not self.instance_type.startswith("ml."):
+            return self.session.training_image(self.image_uri)
         if self._resolved_image is None:  # the SDK's data is read once per estimator
             self._resolved_image = training_image_uri(request)
-        return self._resolved_image
+        return self.session.training_image(self._resolved_image)
 
     @property
     def _source(self) -> packaging.SourceSpec:
@@ -315,33 +300,32 @@ class Estimator(JobResults):
 
     def _encoded_hyperparameters(self, name: str, code_uri: str) -> dict[str, str]:
         script_mode = {
-            "sagemaker_submit_directory": code_uri,
-            "sagemaker_program": self._source.script_name,
-            "sagemaker_container_log_level": self.container_log_level,
-            "sagemaker_job_name": name,
+            contract.SUBMIT_DIRECTORY: code_uri,
+            contract.PROGRAM: self._source.script_name,
+            contract.CONTAINER_LOG_LEVEL: self.container_log_level,
+            contract.JOB_NAME: name,
         }
         if self.session.region_name:
-            script_mode["sagemaker_region"] = self.session.region_name
+            script_mode[contract.REGION] = self.session.region_name
         encoded = {**self._hyperparameters, **encode(script_mode),
                    **encode(self._distribution_hps), **encode(self._framework_hyperparameters())}
         check_total(encoded, len(self._hyperparameters))
         return encoded
 
-    def _plan(self, inputs_arg: Any, job_name: str | None, *, submit: bool) -> Plan:
-        """The validated request and what to store first. Pure unless `submit` (which may
-        create the session's default bucket)."""
+    def _plan(self, inputs_arg: Any, job_name: str | None) -> Plan:
+        """The request as the session's dry run checks it, and what to store first. Changes
+        nothing anywhere (the session's default bucket is created only by `submit`)."""
         name = self._job_name(job_name)
-        role = self.session.expand_role(self.role or self.session.default_role())
-        default_root: Callable[[], str] = functools.cache(
-            self.session.default_output_path if submit else self.session.planned_output_path)
-        output_path = self.output_path or default_root()
+        role = self.session.resolve_role(self.role)
+        output_path = self.output_path or self.session.default_output_path()
 
-        def input_location(channel: str) -> str | None:
-            if not self.session.stages_local_inputs:
-                return None
-            return storage.join(default_root(), name, "input", channel)
+        def input_location(channel: str) -> str | None:  # None: the hosts read it in place
+            prefix = self.session.input_prefix(name)
+            return None if prefix is None else storage.join(prefix, channel)
 
         channel_list = inputs.channels(inputs_arg, input_location)
+        if self.uses_dlc:  # the runtime is packed beside the code: refuse a clash now
+            packaging.check_runtime_name_free(self._source)
         code_uri = self._source.source_uri or storage.join(
             self.code_location or output_path, name, "source", packaging.ARCHIVE_NAME)
         spec = JobSpec(
@@ -353,18 +337,17 @@ class Estimator(JobResults):
             max_wait=self.max_wait, use_spot_instances=self.use_spot_instances,
             max_retry_attempts=self.max_retry_attempts, environment=self.environment,
             tags=self.tags, checkpoint_s3_uri=self.checkpoint_s3_uri)
-        request = validate_request(build_request(spec, arguments.request_part(self._table)))
-        self.session.check_request(request, submit=submit)
-        return Plan(dict(request), channel_list,
-                    None if self._source.source_uri else code_uri)
+        request = self.session.submit_dryrun(
+            build_request(spec, arguments.request_part(self._table)))
+        return Plan(request, channel_list, None if self._source.source_uri else code_uri)
 
     def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
         """The dry run: the CreateTrainingJob request `fit` would send, checked by botocore.
 
         Nothing is packed, uploaded, created or submitted; the code's URI is where `fit` would
-        put it (a SageMaker Session's default bucket shows a placeholder account until known).
+        put it (a SageMaker Session's default bucket is named, not created).
         """
-        return self._plan(inputs, job_name, submit=False).request
+        return self._plan(inputs, job_name).request
 
     # ------------------------------------------------------------------ running
 
@@ -379,14 +362,16 @@ class Estimator(JobResults):
         """
         if logs not in (True, False, "All", "None", "Rules"):
             raise UserInputError(f"logs must be 'All', 'None', True or False, got {logs!r}")
-        plan = self._plan(inputs, job_name, submit=True)
-        staging.check_buckets((self.output_path, self.code_location, self.checkpoint_s3_uri))
-        if plan.code_uri is not None:
-            staging.stage_code(self._source, plan.code_uri)
-        staging.stage_inputs(plan.channels)
-        self.session.create_training_job(plan.request)
+        plan = self._plan(inputs, job_name)
+        uploads.check_buckets((self.output_path, self.code_location, self.checkpoint_s3_uri))
+
+        def stage() -> None:  # after the session reserved the job name, before it starts
+            if plan.code_uri is not None:
+                uploads.stage_code(self._source, plan.code_uri, include_runtime=self.uses_dlc)
+            uploads.stage_inputs(plan.channels)
+
+        self.latest_training_job = self.session.submit(plan.request, stage)
         name = plan.request["TrainingJobName"]
-        self.latest_training_job = TrainingJob(self.session, name)
         print(f"Started training job {name}", flush=True)
         if wait:
             self.latest_training_job.wait(logs=logs in (True, "All"))
@@ -407,7 +392,7 @@ class Estimator(JobResults):
             from ddpjob.local.session import LocalSession
 
             session = LocalSession()
-        description = session.describe_training_job(training_job_name)
+        description = session.describe(training_job_name)
         params = init_params_from_description(description, LOCAL_IMAGE)
         if model_channel_name != "model":
             params["model_channel_name"] = model_channel_name

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob import storage
+from ddpjob_runtime import storage
+
 from ddpjob.errors import UserInputError
 
 MAX_CHANNELS = 20
@@ -105,8 +106,8 @@ def channels(inputs: Any, input_location: Callable[[str], str | None]) -> list[C
                              f"{MAX_CHANNELS}")
     result = []
     for name, value in inputs.items():
-        if not isinstance(name, str) or not CHANNEL_NAME.match(name):
+        if not isinstance(name, str) or not CHANNEL_NAME.match(name) or name in (".", ".."):
             raise UserInputError(f"inputs: channel name {name!r} is not allowed; use 1-64 "
-                                 f"letters, digits, '.', '-' or '_'")
+                                 f"letters, digits, '.', '-' or '_' (not '.' or '..')")
         result.append(_channel(name, value, input_location))
     return result

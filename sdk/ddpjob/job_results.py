@@ -6,14 +6,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ddpjob import checkpoint_store, storage
+from ddpjob_runtime import storage
+
+from ddpjob import checkpoint_store
+from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.training_job import TrainingJob
 
 
 class JobResults:
-    """Mixin of `Estimator`: reads `latest_training_job` and `checkpoint_s3_uri`."""
+    """Mixin of `Estimator`: reads `session`, `latest_training_job` and `checkpoint_s3_uri`."""
 
+    session: BaseSession
     latest_training_job: TrainingJob | None
     checkpoint_s3_uri: str | None
 
@@ -40,13 +44,23 @@ class JobResults:
         artifacts = self.describe().get("ModelArtifacts") or {}
         return artifacts.get("S3ModelArtifacts")
 
+    @property
+    def training_job_analytics(self) -> Any:
+        """The latest job's metric series (its MetricDefinitions): rows `timestamp` (seconds
+        since training started), `metric_name`, `value`; a DataFrame when pandas is installed,
+        else a list of dicts (`ddpjob.analytics.metrics_for_job`)."""
+        from ddpjob.analytics import metrics_for_job
+
+        return metrics_for_job(self.session, self._job().name)
+
     def download_model(self, local_dir: str | os.PathLike) -> Path:
         """Download the latest job's model.tar.gz into `local_dir`; return the file's path."""
         uri = self.model_data
         if not uri:
             raise UserInputError(f"training job {self._job().name} has no model yet (status "
                                  f"{self.describe()['TrainingJobStatus']})")
-        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name)
+        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name,
+                                     progress=True)
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
+from ddpjob_runtime import contract
+
 
 class TrainingJobStatus(str, enum.Enum):
     """DescribeTrainingJob's `TrainingJobStatus`."""
@@ -29,6 +31,8 @@ class TrainingJobStatus(str, enum.Enum):
 _TERMINAL = frozenset(
     {TrainingJobStatus.COMPLETED, TrainingJobStatus.FAILED, TrainingJobStatus.STOPPED}
 )
+#: The one set of ended `TrainingJobStatus` values, as DescribeTrainingJob spells them.
+TERMINAL_STATUSES = frozenset(status.value for status in _TERMINAL)
 
 
 class SecondaryStatus(str, enum.Enum):
@@ -56,6 +60,7 @@ class SecondaryStatus(str, enum.Enum):
 
 
 S = SecondaryStatus
+# The table from the local backend's native state (the secondary status) to the primary status.
 _PRIMARY = {
     S.STARTING: TrainingJobStatus.IN_PROGRESS,
     S.DOWNLOADING: TrainingJobStatus.IN_PROGRESS,
@@ -90,19 +95,14 @@ class InvalidTransition(ValueError):
     """A move the state machine does not allow (a bug in whoever asked for it)."""
 
 
-def can_move(current: SecondaryStatus, new: SecondaryStatus) -> bool:
-    """Whether a job in `current` may move to `new`."""
-    return new in ALLOWED_MOVES[current]
-
-
 def check_move(current: SecondaryStatus, new: SecondaryStatus) -> None:
     """Raise InvalidTransition unless `current` -> `new` is allowed."""
-    if not can_move(current, new):
+    if new not in ALLOWED_MOVES[current]:
         raise InvalidTransition(f"a training job cannot move from {current.value} to {new.value}")
 
 
 # A host's phase as the runtime writes it to its status file, then "exited with code 0".
-HOST_PHASES = ("Starting", "Downloading", "Training", "Uploading", "Done")
+HOST_PHASES = contract.HOST_PHASES
 
 
 def job_progress(host_phases: Iterable[str]) -> SecondaryStatus:

@@ -1,16 +1,21 @@
-"""Training job names: `<base>-YYYY-MM-DD-HH-MM-SS-mmm`, at most 63 characters (SageMaker)."""
+"""Training job names: `<base>-YYYY-MM-DD-HH-MM-SS-mmm-<random>`, at most 63 characters.
+
+The official SDK's timestamp has millisecond resolution, so two processes submitting in the same
+millisecond would get the same name; six random hex digits make automatic names unique.
+"""
 
 from __future__ import annotations
 
 import re
+import secrets
 import time
+
+from ddpjob_runtime.contract import JOB_NAME_PATTERN, MAX_JOB_NAME
 
 from ddpjob.errors import UserInputError
 
-MAX_JOB_NAME = 63
-# SageMaker's pattern for TrainingJobName (botocore's service model, anchored).
-JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_TIMESTAMP_LENGTH = len("2026-01-01-00-00-00-000")
+_UNIQUE_HEX = 6
+_SUFFIX_LENGTH = len("-2026-01-01-00-00-00-000") + 1 + _UNIQUE_HEX
 _IMAGE = re.compile(r"^(.+/)?([^:/]+)(:[^:]+)?$")
 
 
@@ -40,9 +45,10 @@ def check_base_job_name(base: str, argument: str = "base_job_name") -> str:
 
 
 def name_from_base(base: str, now: float | None = None) -> str:
-    """`<base>-<timestamp>`, the base trimmed so that the name has at most 63 characters."""
-    trimmed = base[: MAX_JOB_NAME - _TIMESTAMP_LENGTH - 1]
-    return f"{trimmed}-{timestamp(now)}"
+    """`<base>-<timestamp>-<random hex>`, the base trimmed so that the name has at most 63
+    characters (and ends with a letter or digit)."""
+    trimmed = base[: MAX_JOB_NAME - _SUFFIX_LENGTH].rstrip("-")
+    return f"{trimmed}-{timestamp(now)}-{secrets.token_hex(_UNIQUE_HEX // 2)}"
 
 
 def check_job_name(name: object, argument: str = "job_name") -> str:

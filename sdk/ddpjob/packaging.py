@@ -4,24 +4,36 @@ Layout as the official SDK's `tar_and_upload_dir`: the contents of `source_dir` 
 root (or only the entry point, when there is no `source_dir`), and each of `dependencies` at the
 root under its own name. Members are sorted; owner, group, times and permission bits are
 normalised (0o755 for folders and executables, 0o644 otherwise); the gzip header has no name and
-time 0. Symlinks are followed, like the official SDK. Left out, because they are regenerated
-junk that would change the bytes without changing the code: `__pycache__/`, `*.pyc`, `*.pyo`,
-`.ipynb_checkpoints/` and `.DS_Store`.
+time 0. Symlinks are followed, like the official SDK, but never out of their folder. Left out,
+because they are regenerated junk that would change the bytes without changing the code:
+`__pycache__/`, `*.pyc`, `*.pyo`, `.ipynb_checkpoints/` and `.DS_Store`. A file over 100 MB is
+packed with a warning naming it.
+
+With `include_runtime`, the pure-Python `ddpjob_runtime` package is packed at the root too, beside
+the user's files: a job on SageMaker's own PyTorch container (which holds torch and SageMaker's
+training toolkits, not ddpjob) imports `ddpjob_runtime...` from its code folder, as on our backend.
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
+import importlib.util
+import logging
 import os
 import stat
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpjob_runtime import contract, fsutil
+
 from ddpjob.errors import UserInputError
 
-ARCHIVE_NAME = "sourcedir.tar.gz"
+logger = logging.getLogger(__name__)
+
+ARCHIVE_NAME = contract.SOURCE_ARCHIVE
+LARGE_FILE_BYTES = 100 * 1000 * 1000  # users forget datasets and checkpoints in source_dir
+RUNTIME_PACKAGE = "ddpjob_runtime"
 EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 EXCLUDED_FILES = frozenset({".DS_Store"})
@@ -99,28 +111,68 @@ def _excluded(name: str, is_dir: bool) -> bool:
     return name in EXCLUDED_FILES or name.endswith(EXCLUDED_SUFFIXES)
 
 
-def _members(path: Path, arcname: str) -> list[tuple[str, Path]]:
-    """`(arcname, path)` of `path` and, for a folder, everything under it, sorted."""
+def _members(path: Path, arcname: str, root: Path,
+             seen: frozenset[Path] = frozenset()) -> list[tuple[str, Path]]:
+    """`(arcname, path)` of `path` and, for a folder, everything under it, sorted.
+
+    Links are followed, like the official SDK, but only while they stay inside `root`: a link
+    that leaves it, dangles, or loops back into its own folder is refused with UserInputError.
+    """
+    real = path.resolve()
+    if path.is_symlink():
+        if not path.exists():
+            raise UserInputError(f"{path}: broken symbolic link (to {os.readlink(path)!r}); "
+                                 f"remove it or make it point inside {root}")
+        if not real.is_relative_to(root.resolve()):
+            raise UserInputError(f"{path}: symbolic link to {real}, outside {root}; ddpjob "
+                                 f"follows links like the official SDK but packs nothing from "
+                                 f"outside the folder: copy it in instead")
     if path.is_file():
         return [(arcname, path)]
+    if real in seen:
+        raise UserInputError(f"{path}: symbolic link loop (back to {real}); remove the link")
     found = [(arcname, path)] if arcname else []
     for child in sorted(path.iterdir(), key=lambda p: p.name):
         if _excluded(child.name, child.is_dir()):
             continue
         child_arc = f"{arcname}/{child.name}" if arcname else child.name
-        found.extend(_members(child, child_arc))
+        found.extend(_members(child, child_arc, root, seen | {real}))
     return found
 
 
-def archive_members(spec: SourceSpec) -> list[tuple[str, Path]]:
+def runtime_source() -> Path:
+    """The folder of the installed `ddpjob_runtime` package (found without importing it)."""
+    spec = importlib.util.find_spec(RUNTIME_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the {RUNTIME_PACKAGE} package is not installed beside ddpjob")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def check_runtime_name_free(spec: SourceSpec) -> None:
+    """UserInputError when the user's code has its own top-level `ddpjob_runtime` (folder or
+    module): on the container one would shadow the other."""
+    taken = {RUNTIME_PACKAGE, f"{RUNTIME_PACKAGE}.py"}
+    roots = [p for p in spec.source_dir.iterdir() if p.name in taken] if spec.source_dir else []
+    clash = next(iter(roots + [d for d in spec.dependencies if d.name in taken]), None)
+    if clash is not None:
+        raise UserInputError(
+            f"source_dir/dependencies: {os.fspath(clash)!r} is named like ddpjob's runtime, "
+            f"which is packed beside your code for SageMaker's PyTorch container; rename it"
+        )
+
+
+def archive_members(spec: SourceSpec, include_runtime: bool = False) -> list[tuple[str, Path]]:
     """What `pack` puts into the archive, in order: `(name in the archive, local path)`."""
     if spec.source_dir is not None:
-        members = _members(spec.source_dir, "")
+        members = _members(spec.source_dir, "", spec.source_dir)
     else:
         path = Path(spec.entry_point).expanduser()
         members = [(path.name, path)]
     for dependency in spec.dependencies:
-        members.extend(_members(dependency, dependency.name))
+        members.extend(_members(dependency, dependency.name, dependency))
+    if include_runtime:
+        check_runtime_name_free(spec)
+        members.extend(_members(runtime_source(), RUNTIME_PACKAGE, runtime_source()))
     names = [name for name, _ in members]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -139,20 +191,22 @@ def _tarinfo(name: str, path: Path) -> tarfile.TarInfo:
     return info
 
 
-def pack(spec: SourceSpec, target: str | os.PathLike) -> str:
-    """Write the deterministic `sourcedir.tar.gz` of `spec` to `target`; return its sha256."""
+def pack(spec: SourceSpec, target: str | os.PathLike, include_runtime: bool = False) -> str:
+    """Write the deterministic `sourcedir.tar.gz` of `spec` to `target`; return its sha256.
+
+    `include_runtime`: also pack `ddpjob_runtime` at the archive's root (for SageMaker's own
+    PyTorch container, which does not have ddpjob installed)."""
     with open(target, "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, path in archive_members(spec):
+        for name, path in archive_members(spec, include_runtime):
             info = _tarinfo(name, path)
             if info.isdir():
                 tar.addfile(info)
             else:
+                if info.size > LARGE_FILE_BYTES:
+                    logger.warning("packing %s: %.0f MB (is it a dataset or a checkpoint? pass "
+                                   "data as inputs instead)", path, info.size / 1e6)
                 with open(path, "rb") as handle:
                     tar.addfile(info, handle)
-    digest = hashlib.sha256()
-    with open(target, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return fsutil.sha256_file(target)

@@ -7,14 +7,15 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ddpjob_runtime.hyperparameters import decode, is_reserved
+
 from ddpjob import arguments
 from ddpjob.distribution import NAMES as DISTRIBUTION_NAMES
 from ddpjob.distribution import distribution_from_hyperparameters
-from ddpjob.hyperparameters import RESERVED_PREFIXES, decode
 
 
 def _user_hyperparameter(name: str) -> bool:
-    return not name.startswith(RESERVED_PREFIXES) and name not in DISTRIBUTION_NAMES
+    return not is_reserved(name) and name not in DISTRIBUTION_NAMES
 
 
 def init_params_from_description(description: Mapping[str, Any],

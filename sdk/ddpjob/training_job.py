@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ddpjob.base_session import TERMINAL_STATUSES, BaseSession
 from ddpjob.errors import JobFailedError
+from ddpjob.job_status import TERMINAL_STATUSES
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.base_session import BaseSession
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +24,7 @@ def _say(message: str) -> None:
 def job_failure(description: dict[str, Any]) -> JobFailedError | None:
     """The JobFailedError of a job that ended Failed or Stopped (its description), else None."""
     status = description["TrainingJobStatus"]
-    if status not in ("Failed", "Stopped"):
+    if status not in TERMINAL_STATUSES - {"Completed"}:
         return None
     reason = description.get("FailureReason") or description.get("SecondaryStatus", "")
     return JobFailedError(description["TrainingJobName"], status,
@@ -34,8 +37,7 @@ class TrainingJob:
     def __init__(self, session: BaseSession, name: str, poll_seconds: float | None = None):
         self.session = session
         self.name = name
-        self.poll_seconds = poll_seconds if poll_seconds is not None else (
-            0.5 if session.local else 5.0)
+        self.poll_seconds = session.poll_seconds if poll_seconds is None else poll_seconds
         self._last_status: tuple[str, str] | None = None
 
     def __repr__(self) -> str:
@@ -48,7 +50,7 @@ class TrainingJob:
 
     def describe(self) -> dict[str, Any]:
         """The DescribeTrainingJob response."""
-        return self.session.describe_training_job(self.name)
+        return self.session.describe(self.name)
 
     def _report(self, description: dict[str, Any]) -> None:
         status = (description["TrainingJobStatus"], description.get("SecondaryStatus", ""))
@@ -67,7 +69,7 @@ class TrainingJob:
         self._report(description)
         if logs:
             last_poll = time.monotonic()
-            for host, line in self.session.iter_logs(self.name, follow=True):
+            for host, line in self.session.logs(self.name, follow=True):
                 print(f"[{host}] {line}", flush=True)
                 if time.monotonic() - last_poll >= self.poll_seconds:
                     self._report(self.describe())
@@ -85,10 +87,10 @@ class TrainingJob:
 
     def logs(self) -> None:
         """Print every log line of the job so far, each prefixed with its host."""
-        for host, line in self.session.iter_logs(self.name, follow=False):
+        for host, line in self.session.logs(self.name, follow=False):
             print(f"[{host}] {line}", flush=True)
 
     def stop(self) -> None:
         """Ask the control plane to stop the job (it ends Stopped)."""
-        self.session.stop_training_job(self.name)
+        self.session.stop(self.name)
         _say(f"{self.name}: stop requested")

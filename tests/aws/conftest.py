@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import boto3
 import pytest
-from ddpjob.cloudwatch_logs import LOG_GROUP
+from ddpjob.sagemaker.logs import LOG_GROUP
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
-from ddpjob.aws_errors import (
+from ddpjob.errors import DdpjobError, UserInputError
+from ddpjob.sagemaker.errors import (
     AccessDeniedError,
     AwsError,
     CredentialsError,
@@ -18,7 +19,6 @@ from ddpjob.aws_errors import (
     aws_errors,
     translate_client_error,
 )
-from ddpjob.errors import DdpjobError, UserInputError
 
 REQUEST = {
     "TrainingJobName": "job-1",

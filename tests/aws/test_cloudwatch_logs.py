@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ddpjob.cloudwatch_logs import LogPolling, LogReader, follow_logs, host_of
-from ddpjob.session import Session
+from ddpjob.sagemaker.logs import LogPolling, LogReader, follow_logs, host_of
+from ddpjob.sagemaker.session import Session
 
 
 class Sleeps:
@@ -90,9 +90,9 @@ def test_follow_finished_job_drains_once_more_and_stops(
     sleeps = Sleeps({1: lambda: put_lines(f"{job_name}/algo-1-1700000000",
                                           [(now_ms + 5000, "ingested late")])})
     session = Session(log_polling=LogPolling(initial=1, sleep=sleeps))
-    session.create_training_job(training_request(job_name, instance_count=3))  # moto: Completed
+    session.submit(training_request(job_name, instance_count=3))  # moto: Completed
 
-    lines = list(session.iter_logs(job_name, follow=True))
+    lines = list(session.logs(job_name, follow=True))
     assert lines == expected + [("algo-1", "ingested late")]
     assert sleeps.delays == [1]  # one wait for ingestion, then the final drain
 
@@ -101,7 +101,7 @@ def test_follow_picks_up_late_hosts_backs_off_and_stops_when_terminal(
     logs, put_lines, job_name, now_ms, training_request, set_job_status
 ):
     session = Session()
-    session.create_training_job(training_request(job_name, instance_count=3))
+    session.submit(training_request(job_name, instance_count=3))
     set_job_status(job_name, "InProgress")
     put_lines(f"{job_name}/algo-1-1700000000", [(now_ms, "1 starts")])
     put_lines(f"{job_name}/algo-2-1700000000", [(now_ms + 1, "2 starts")])
@@ -116,7 +116,7 @@ def test_follow_picks_up_late_hosts_backs_off_and_stops_when_terminal(
     sleeps = Sleeps({1: host_3_starts, 5: job_ends})
     session.log_polling = LogPolling(initial=1, maximum=4, sleep=sleeps)
 
-    lines = list(session.iter_logs(job_name, follow=True))
+    lines = list(session.logs(job_name, follow=True))
     assert lines == [("algo-1", "1 starts"), ("algo-2", "2 starts"), ("algo-3", "3 starts"),
                      ("algo-1", "1 done")]
     # lines, lines, idle, idle, idle (capped at 4), then the final wait before the last drain
@@ -127,8 +127,8 @@ def test_without_follow_returns_what_exists_now(
     logs, put_lines, job_name, now_ms, training_request, set_job_status
 ):
     session = Session(log_polling=LogPolling(sleep=Sleeps()))
-    session.create_training_job(training_request(job_name))
+    session.submit(training_request(job_name))
     set_job_status(job_name, "InProgress")
     put_lines(f"{job_name}/algo-1-1700000000", [(now_ms, "so far")])
-    assert list(session.iter_logs(job_name, follow=False)) == [("algo-1", "so far")]
+    assert list(session.logs(job_name, follow=False)) == [("algo-1", "so far")]
     assert session.log_polling.sleep.delays == []

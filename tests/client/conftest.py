@@ -28,7 +28,7 @@ def local_session(tmp_path: Path):
 @pytest.fixture
 def aws_session(aws_env: str):
     """A SageMaker Session talking to the moto server."""
-    from ddpjob.session import Session
+    from ddpjob.sagemaker.session import Session
 
     return Session()
 

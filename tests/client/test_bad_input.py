@@ -87,6 +87,16 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
      None, r"distribution 'mpi' runs on one host \(instance_count=1\) unless"),
     ("dist-ppn-float", {"distribution": {"processes_per_host": 1.5}}, None,
      r"processes_per_host must be an integer between 1 and 64"),
+    ("dist-restarts-negative", {"distribution": {**TORCHRUN, "max_restarts": -1}}, None,
+     r"distribution: max_restarts must be an integer from 0 to 100, got -1"),
+    ("dist-restarts-too-many", {"distribution": {**TORCHRUN, "max_restarts": 101}}, None,
+     r"max_restarts must be an integer from 0 to 100, got 101"),
+    ("dist-restarts-string", {"distribution": {**TORCHRUN, "max_restarts": "2"}}, None,
+     r"max_restarts must be an integer from 0 to 100, got '2'"),
+    ("dist-restarts-bool", {"distribution": {**TORCHRUN, "max_restarts": True}}, None,
+     r"max_restarts must be an integer from 0 to 100, got True"),
+    ("dist-restarts-no-torchrun", {"distribution": {"max_restarts": 1}}, None,
+     r"max_restarts needs torchrun"),
     ("dist-strategy-key-typo", {"distribution": {"torch_distributed": {"enable": True}}}, None,
      r"torch_distributed has unknown key 'enable'"),
     ("dist-modelparallel", {"distribution": {"smdistributed": {"modelparallel": {}}}}, None,
@@ -104,6 +114,8 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("hp-value-too-long", {"hyperparameters": {"text": "x" * 2600}}, None,
      r"at most 2500"),
     ("hp-name-too-long", {"hyperparameters": {"n" * 300: 1}}, None, r"at most 256"),
+    ("hp-name-equals", {"hyperparameters": {"a=b": 1}}, None, r"cannot contain '=' or NUL"),
+    ("hp-name-nul", {"hyperparameters": {"a\x00b": 1}}, None, r"cannot contain '=' or NUL"),
     ("hp-too-many", {"hyperparameters": {f"h{i}": i for i in range(99)}}, {},
      r"SageMaker allows at most 100, so give at most"),
     ("base-job-name", {"base_job_name": "my_job"}, None, r"base_job_name 'my_job' is not"),
@@ -117,6 +129,10 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("tags-bad", {"tags": [{"Key": "a"}]}, None, r"tags: .* must be"),
     ("checkpoint-uri-scheme", {"checkpoint_s3_uri": "gs://bucket/ckpt"}, None,
      r"checkpoint_s3_uri 'gs://bucket/ckpt': unsupported scheme"),
+    ("checkpoint-uri-malformed", {"checkpoint_s3_uri": "s3:/bad"}, None,
+     r"checkpoint_s3_uri 's3:/bad': unsupported scheme 's3' or malformed URI"),
+    ("checkpoint-uri-relative-file", {"checkpoint_s3_uri": "file:ckpt"}, None,
+     r"checkpoint_s3_uri 'file:ckpt': unsupported scheme 'file' or malformed URI"),
     ("output-bad-bucket", {"output_path": "s3://B_ad/out"}, None, r"not an S3 bucket name"),
     ("session-wrong-type", {"session": "local"}, None, r"session must be a ddpjob Session"),
     ("inputs-wrong-type", {}, {"inputs": 42}, r"inputs must be a URI"),
@@ -124,6 +140,10 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
      r"inputs\['train'\] '/nonexistent/data': no such file or folder"),
     ("inputs-bad-channel", {}, {"inputs": {"tr ain": "s3://bucket/x"}},
      r"channel name 'tr ain' is not allowed"),
+    ("inputs-dot-channel", {}, {"inputs": {".": "s3://bucket/x"}},
+     r"channel name '\.' is not allowed"),
+    ("inputs-dotdot-channel", {}, {"inputs": {"..": "s3://bucket/x"}},
+     r"channel name '\.\.' is not allowed"),
     ("inputs-bad-scheme", {}, {"inputs": "http://example.com/data"},
      r"inputs\['training'\] .* unsupported scheme"),
     ("job-name-underscore", {}, {"job_name": "my_job"}, r"job_name 'my_job' is not allowed"),
@@ -191,7 +211,7 @@ AWS_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
      r"role is required for SageMaker jobs"),
     ("bad-role-arn", {"role": "arn:aws:iam::12:role/x"}, {}, r"is not an IAM role ARN"),
     ("file-output-path", {"output_path": "file:///tmp/out"}, None,
-     r"output_path 'file:///tmp/out': jobs of a Session need an s3:// URI"),
+     r"output_path 'file:///tmp/out': SageMaker jobs need an s3:// URI"),
     ("local-type-on-session", {"instance_type": "local"}, None,
      r"instance_type 'local' cannot run on a Session"),
     ("missing-output-bucket", {"output_path": "s3://no-such-bucket-xyz/out"}, {},
@@ -212,7 +232,7 @@ def test_aws_bad_input(case: str, changes: dict, fit_kwargs: dict | None, match:
               "role": ROLE, "image_uri": IMAGE, "output_path": f"s3://{s3_bucket}/out",
               **changes}
     if kwargs["session"] == "MARS":
-        from ddpjob.session import Session
+        from ddpjob.sagemaker.session import Session
 
         kwargs["session"] = Session(boto3.Session(region_name="mars-east-1"))
     buckets_before, jobs_before = moto_probe.buckets(), moto_probe.training_jobs()

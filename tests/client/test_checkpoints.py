@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddpjob import PyTorch, storage
+from ddpjob import PyTorch
 from ddpjob.errors import UserInputError
+from ddpjob_runtime import storage
 
 
 def _write_checkpoint(root: Path, step: int, payload: bytes, complete: bool = True) -> None:
@@ -95,10 +96,30 @@ def test_a_checkpoint_pruned_while_listing_is_skipped(layout: Path, s3_bucket: s
             for name in ("manifest.json", "state.pt"):
                 pruner.delete_object(Bucket=s3_bucket, Key=pruned + name)
 
-    events = storage.s3_client().meta.events
+    events = storage.client().meta.events
     events.register("before-call.s3.GetObject", prune_before_read)
     try:
         found = _estimator(src, local_session, uri).checkpoints()
     finally:
         events.unregister("before-call.s3.GetObject", prune_before_read)
     assert [c.step for c in found] == [200]
+
+
+def test_hostile_manifest_is_ignored(s3_bucket: str, layout: Path, tmp_path: Path, src: Path,
+                                     local_session: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """A newer step whose manifest names a file outside its folder is not offered, and a
+    download never writes outside `local_dir` (the shared checkpoint layout checks names)."""
+    import boto3
+
+    storage.upload_dir(layout / "run-1", f"s3://{s3_bucket}/ckpt/run-1")
+    evil = "../../evil.txt"
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=s3_bucket, Key=f"ckpt/run-1/step-000000500/{evil}", Body=b"evil")
+    s3.put_object(Bucket=s3_bucket, Key="ckpt/run-1/step-000000500/manifest.json",
+                  Body=json.dumps({"step": 500, "files": {evil: {"size": 4}}}).encode())
+    estimator = _estimator(src, local_session, f"s3://{s3_bucket}/ckpt/run-1")
+    assert [c.step for c in estimator.checkpoints()] == [100, 200]
+    assert "unsafe checkpoint manifest" in caplog.text
+    target = estimator.download_checkpoint(tmp_path / "dl" / "here")
+    assert target.name == "step-000000200"
+    assert not list(tmp_path.rglob("evil.txt"))

@@ -19,7 +19,7 @@ import pytest
 from ddpjob import PyTorch
 from ddpjob.errors import UserInputError
 from ddpjob.request import validate_request
-from ddpjob.session import Session
+from ddpjob.sagemaker.session import Session
 
 CORPUS_FILE = Path(__file__).parent / "corpus" / "sagemaker_examples.py"
 #: Calls ddpjob refuses on purpose, and the one line it gives.
@@ -43,7 +43,9 @@ class AwsCalled(AssertionError):
 
 
 def offline_session() -> Session:
-    """A Session on fake credentials in us-east-1 whose HTTP requests fail the test."""
+    """A Session on fake credentials in us-east-1 whose HTTP requests fail the test. Its
+    default bucket is named (as a notebook's `default_bucket` is): otherwise naming it would
+    look the account up (STS), the one read a dry run may make."""
     boto = boto3.Session(region_name="us-east-1", aws_access_key_id="fake",
                          aws_secret_access_key="fake")
 
@@ -51,7 +53,7 @@ def offline_session() -> Session:
         raise AwsCalled(f"the dry run sent {request.method} {request.url}")
 
     boto.events.register("before-send", refuse)
-    return Session(boto)
+    return Session(boto, default_bucket="sagemaker-us-east-1-corpus")
 
 
 def _materialise(kwargs: dict[str, Any], workspace: Path) -> None:

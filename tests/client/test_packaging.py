@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tarfile
 import time
 from pathlib import Path
 
+import pytest
 from ddpjob import packaging
+from ddpjob.errors import UserInputError
 
 
 def _names(archive: Path) -> list[str]:
@@ -58,3 +62,102 @@ def test_entry_point_without_source_dir(src: Path, tmp_path: Path) -> None:
     archive = tmp_path / "x.tar.gz"
     packaging.pack(spec, archive)
     assert _names(archive) == ["train.py"]
+
+
+def test_links_are_followed_inside_source_dir(src: Path, tmp_path: Path) -> None:
+    (src / "lib").mkdir()
+    (src / "lib" / "util.py").write_text("X = 1\n")
+    (src / "alias.py").symlink_to("lib/util.py")
+    (src / "lib2").symlink_to("lib", target_is_directory=True)
+    spec = packaging.check_source("train.py", src)
+    packaging.pack(spec, tmp_path / "a.tar.gz")
+    with tarfile.open(tmp_path / "a.tar.gz") as tar:
+        assert tar.extractfile("alias.py").read() == b"X = 1\n"  # contents, not a link
+        assert tar.extractfile("lib2/util.py").read() == b"X = 1\n"
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda src, out: (src / "passwd").symlink_to("/etc/passwd"), r"symbolic link to .*outside"),
+    (lambda src, out: (src / "data").symlink_to(out, target_is_directory=True),
+     r"symbolic link to .*outside"),
+    (lambda src, out: (src / "gone").symlink_to(out / "missing"), r"broken symbolic link"),
+    (lambda src, out: (src / "loop").symlink_to(".", target_is_directory=True),
+     r"symbolic link loop"),
+])
+def test_links_that_escape_source_dir_are_refused(src: Path, tmp_path: Path, make,
+                                                  match: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    make(src, outside)
+    spec = packaging.check_source("train.py", src)
+    with pytest.raises(UserInputError, match=match) as info:
+        packaging.pack(spec, tmp_path / "a.tar.gz")
+    assert "\n" not in str(info.value)
+
+
+def test_large_files_are_packed_with_a_warning(src: Path, tmp_path: Path, monkeypatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(packaging, "LARGE_FILE_BYTES", 1000)
+    (src / "weights.bin").write_bytes(b"w" * 3_000_000)
+    packaging.pack(packaging.check_source("train.py", src), tmp_path / "a.tar.gz")
+    assert f"packing {src / 'weights.bin'}: 3 MB" in caplog.text
+    assert "train.py" not in caplog.text
+
+
+def test_include_runtime_packs_ddpjob_runtime_beside_the_code(src: Path, tmp_path: Path) -> None:
+    spec = packaging.check_source("train.py", src)
+    runtime = packaging.runtime_source()
+    (runtime / "__pycache__").mkdir(exist_ok=True)  # junk an import left: never packed
+    archive = tmp_path / packaging.ARCHIVE_NAME
+    packaging.pack(spec, archive, include_runtime=True)
+    names = _names(archive)
+    assert {"train.py", "helper.py", "ddpjob_runtime/__init__.py", "ddpjob_runtime/checkpoints.py",
+            "ddpjob_runtime/dataparallel/torch/distributed.py"} <= set(names)
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    expected = sorted(p.relative_to(runtime).as_posix() for p in runtime.rglob("*.py")
+                      if "__pycache__" not in p.parts)
+    assert sorted(n.removeprefix("ddpjob_runtime/") for n in names
+                  if n.startswith("ddpjob_runtime/") and n.endswith(".py")) == expected
+    assert "ddpjob_runtime/__init__.py" not in _names(_packed(spec, tmp_path / "plain.tar.gz"))
+    # Unpacked, the script's folder alone gives the runtime: `python -E -S` ignores site-packages
+    # paths from the environment and ddpjob's editable install, but keeps the script's folder.
+    code = tmp_path / "code"
+    with tarfile.open(archive) as tar:
+        tar.extractall(code, filter="data")
+    (code / "probe.py").write_text(
+        "import ddpjob_runtime.checkpoints, ddpjob_runtime.storage, sys\n"
+        "print(ddpjob_runtime.__file__)\n"
+        "import importlib.util; print(importlib.util.find_spec('ddpjob'))\n")
+    done = subprocess.run([sys.executable, "-E", "-S", str(code / "probe.py")], cwd=code,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(code / "ddpjob_runtime" / "__init__.py"), "None"]
+
+
+def _packed(spec: packaging.SourceSpec, target: Path) -> Path:
+    packaging.pack(spec, target)
+    return target
+
+
+@pytest.mark.parametrize("name", ["ddpjob_runtime", "ddpjob_runtime.py"])
+def test_a_users_own_ddpjob_runtime_is_refused_when_the_runtime_is_packed(
+        src: Path, tmp_path: Path, name: str) -> None:
+    clash = src / name
+    if name.endswith(".py"):
+        clash.write_text("x = 1\n")
+    else:
+        clash.mkdir()
+        (clash / "__init__.py").write_text("")
+    spec = packaging.check_source("train.py", src)
+    with pytest.raises(UserInputError, match=rf"{name}.*named like ddpjob's runtime.*rename it"):
+        packaging.pack(spec, tmp_path / "x.tar.gz", include_runtime=True)
+    packaging.pack(spec, tmp_path / "y.tar.gz")  # without the runtime it is the user's business
+
+
+def test_a_dependency_named_ddpjob_runtime_is_refused(src: Path, tmp_path: Path) -> None:
+    dep = tmp_path / "deps" / "ddpjob_runtime"
+    dep.mkdir(parents=True)
+    spec = packaging.check_source("train.py", src, [dep])
+    with pytest.raises(UserInputError, match="named like ddpjob's runtime"):
+        packaging.pack(spec, tmp_path / "x.tar.gz", include_runtime=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ddpjob import PyTorch
-from ddpjob.estimator import LOCAL_IMAGE
+from ddpjob.local.session import LOCAL_IMAGE
 from ddpjob.request import validate_request
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -50,6 +50,9 @@ FORMS: list[tuple[str, dict, dict[str, str]]] = [
     ("torchrun-with-processes", {"torch_distributed": {"enabled": True}, "processes_per_host": 2},
      {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": f'"{TYPE}"',
       "ddpjob_processes_per_host": "2"}),
+    ("torchrun-with-restarts", {"torch_distributed": {"enabled": True}, "max_restarts": 2},
+     {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": f'"{TYPE}"',
+      "ddpjob_max_restarts": "2"}),
     ("none", None, {}),
 ]
 
@@ -136,7 +139,7 @@ def test_optional_fields(estimator_for: Any, s3_bucket: str) -> None:
 def test_generated_job_name_uses_base(estimator_for: Any) -> None:
     request = estimator_for(None, base_job_name="mnist").training_job_request()
     assert request["TrainingJobName"].startswith("mnist-")
-    assert len(request["TrainingJobName"]) == len("mnist-2026-01-01-00-00-00-000")
+    assert len(request["TrainingJobName"]) == len("mnist-2026-01-01-00-00-00-000-a1b2c3")
 
 
 def test_local_request_placeholders(src: Path, local_session: Any, tmp_path: Path) -> None:
@@ -173,7 +176,7 @@ def test_botocore_errors_become_one_line() -> None:
 
 def test_limits_match_botocore_model() -> None:
     import botocore.session
-    from ddpjob import hyperparameters
+    from ddpjob_runtime import hyperparameters
 
     shape = botocore.session.get_session().get_service_model("sagemaker") \
         .operation_model("CreateTrainingJob").input_shape.members["HyperParameters"]

@@ -49,10 +49,9 @@ def test_fit_takes_training_inputs(src: Path, aws_session: Any, s3_bucket: str,
         "S3DataType": "S3Prefix", "S3Uri": f"s3://{s3_bucket}/train",
         "S3DataDistributionType": "ShardedByS3Key"}},
         "ContentType": "text/csv", "ChannelName": "train"}
-    # local data of a SageMaker job: uploaded under the default bucket (not known yet: the
-    # dry run calls no AWS API, so the account is a placeholder)
+    # local data of a SageMaker job: uploaded under the default bucket (named, not created)
     assert local["DataSource"]["S3DataSource"]["S3Uri"] == \
-        "s3://sagemaker-us-east-1-account-id/ti-1/input/local/"
+        "s3://sagemaker-us-east-1-123456789012/ti-1/input/local/"
     assert local["InputMode"] == "FastFile"
 
 

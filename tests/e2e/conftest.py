@@ -67,7 +67,7 @@ def wait_until_ended(session: LocalSession, name: str) -> dict[str, Any]:
     """DescribeTrainingJob once the job is Completed, Failed or Stopped (deadline-bound)."""
 
     def ended() -> dict[str, Any] | None:
-        job = session.describe_training_job(name)
+        job = session.describe(name)
         return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
 
     return wait_for(ended, JOB_TIMEOUT_S, f"job {name} to end")
@@ -75,7 +75,7 @@ def wait_until_ended(session: LocalSession, name: str) -> dict[str, Any]:
 
 def log_lines(session: LocalSession, name: str, host: str = "algo-1") -> list[str]:
     """What host `host` of the job logged, read through the session's log API."""
-    return [line for h, line in session.iter_logs(name, follow=False) if h == host]
+    return [line for h, line in session.logs(name, follow=False) if h == host]
 
 
 def hosts_of(job: dict[str, Any]) -> list[str]:
@@ -128,7 +128,7 @@ def interrupt_when_checkpointed(session: LocalSession, est: PyTorch, name: str,
     process left. The latest complete checkpoint is read once it has ended."""
 
     def checkpointed() -> bool:
-        job = session.describe_training_job(name)
+        job = session.describe(name)
         assert job["TrainingJobStatus"] == "InProgress", (
             f"job {name} ended ({job['TrainingJobStatus']}: {job.get('FailureReason')}) before "
             f"it could be interrupted; its log: {log_lines(session, name)[-20:]}")

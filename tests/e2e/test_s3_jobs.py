@@ -137,15 +137,15 @@ def test_spot_request_and_interruption_resume(session: LocalSession, s3_bucket: 
     assert request["CheckpointConfig"] == {"S3Uri": f"s3://{s3_bucket}/ckpt/run"}
 
     est.fit(wait=False, job_name="spot-1")
-    described = session.describe_training_job("spot-1")
+    described = session.describe("spot-1")
     for key in ("EnableManagedSpotTraining", "StoppingCondition", "RetryStrategy",
                 "CheckpointConfig", "HyperParameters"):
         assert described[key] == request[key], key  # fit submitted that very request
     interrupted = interrupt_when_checkpointed(
-        session, est, "spot-1", stop=lambda: session.stop_training_job("spot-1"))
+        session, est, "spot-1", stop=lambda: session.stop("spot-1"))
 
     # SageMaker restarts the job's container with the same request; here: a new job from it.
-    session.create_training_job({**request, "TrainingJobName": "spot-1-restart"})
+    session.submit({**request, "TrainingJobName": "spot-1-restart"})
     restarted = PyTorch.attach("spot-1-restart", session=session, wait=False)
     assert (restarted.use_spot_instances, restarted.max_retry_attempts,
             restarted.checkpoint_s3_uri) == (True, 2, est.checkpoint_s3_uri)

@@ -98,7 +98,7 @@ def training_request(
     }
     return {
         "TrainingJobName": name,
-        "RoleArn": session.default_role(),
+        "RoleArn": session.resolve_role(None),
         "AlgorithmSpecification": {"TrainingImage": "ddpjob:local", "TrainingInputMode": "File"},
         "HyperParameters": hps,
         "OutputDataConfig": {"S3OutputPath": session.default_output_path()},
@@ -111,7 +111,7 @@ def training_request(
 def wait_until_ended(session: LocalSession, name: str, timeout_s: float = JOB_TIMEOUT_S) -> dict:
     """The DescribeTrainingJob response once the job is Completed, Failed or Stopped."""
     def ended() -> dict | None:
-        job = session.describe_training_job(name)
+        job = session.describe(name)
         return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
 
     return wait_for(ended, timeout_s, f"job {name} to end")

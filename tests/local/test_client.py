@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
-from ddpjob.aws_errors import InvalidRequestError, JobNotFoundError
+from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.local.session import LocalSession
+from ddpjob.sagemaker.errors import AwsError, InvalidRequestError, JobNotFoundError
 
 from tests.local.conftest import (
     assert_no_processes,
@@ -39,19 +40,19 @@ def test_unknown_job_errors_are_sagemakers(session: LocalSession) -> None:
         assert _code(error) == "ValidationException"
         assert error.value.response["Error"]["Message"] == "Requested resource not found."
     with pytest.raises(JobNotFoundError, match="no-such-job") as not_found:
-        session.describe_training_job("no-such-job")
+        session.describe("no-such-job")
     # It names where it looked, and does not send a local user to an AWS region.
     assert f"in local home {session.home}" in str(not_found.value)
     assert "region" not in str(not_found.value)
     with pytest.raises(JobNotFoundError):
-        list(session.iter_logs("no-such-job"))
+        list(session.logs("no-such-job"))
     assert client.list_training_jobs()["TrainingJobSummaries"] == []
 
 
 def test_session_errors_name_local_mode(session: LocalSession) -> None:
     request = _request(session, TrainingJobName="bad_name")
     with pytest.raises(InvalidRequestError, match=r"^local mode rejected CreateTrainingJob: "):
-        session.create_training_job(request)
+        session.submit(request)
 
 
 HYPERPARAMETER_NAME = "x" * 257
@@ -112,7 +113,7 @@ def test_local_gpu_needs_a_gpu_per_host(
     with pytest.raises(ClientError, match="needs at least 2 GPU"):
         session.sagemaker_client.create_training_job(**request)
     with pytest.raises(InvalidRequestError, match="needs at least 2 GPU"):
-        session.create_training_job(request)
+        session.submit(request)
 
 
 def test_jobs_that_fail_before_the_script_list_and_clash(session: LocalSession) -> None:
@@ -148,7 +149,7 @@ def test_jobs_that_fail_before_the_script_list_and_clash(session: LocalSession) 
     assert client.list_training_jobs(StatusEquals="Completed")["TrainingJobSummaries"] == []
     future = dt.datetime.now() + dt.timedelta(hours=1)
     assert client.list_training_jobs(CreationTimeAfter=future)["TrainingJobSummaries"] == []
-    assert len(session.list_training_jobs(CreationTimeBefore=future, MaxResults=1)) == 3
+    assert len(session.list(CreationTimeBefore=future, MaxResults=1)) == 3
 
 
 def test_a_name_is_created_once_even_when_raced(tmp_path: Path) -> None:
@@ -160,7 +161,7 @@ def test_a_name_is_created_once_even_when_raced(tmp_path: Path) -> None:
     def create(i: int) -> None:
         barrier.wait(timeout=10)
         try:
-            store.create("same", {"by": i}, {"state": i})
+            store.create("same", {"by": i}, JobState.new(f"same-{i}"))
             outcomes.append("created")
         except JobExists:
             outcomes.append("exists")
@@ -171,5 +172,53 @@ def test_a_name_is_created_once_even_when_raced(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(timeout=10)
     assert sorted(outcomes) == ["created"] + ["exists"] * 7
-    assert store.request("same")["by"] == store.state("same")["state"]  # one creator's files
+    creator = store.request("same")["by"]
+    assert store.state("same").name == f"same-{creator}"  # one creator's files
     assert store.names() == ["same"]
+
+
+def test_a_taken_name_is_refused_before_anything_is_staged(session: LocalSession) -> None:
+    """The name is reserved first: a second submission never runs its uploads."""
+    staged: list[str] = []
+    session.submit(_request(session, "taken"), stage=lambda: staged.append("first"))
+    with pytest.raises(AwsError, match="ResourceInUse"):
+        session.submit(_request(session, "taken"), stage=lambda: staged.append("second"))
+    assert staged == ["first"]
+    wait_until_ended(session, "taken", timeout_s=60)
+    assert_no_processes(session.home)
+
+
+def test_a_failed_stage_gives_the_name_back_and_starts_nothing(session: LocalSession) -> None:
+    def broken_upload() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        session.submit(_request(session, "retry-me"), stage=broken_upload)
+    assert session.list() == []
+    assert not session.job_dir("retry-me").exists()
+    session.submit(_request(session, "retry-me"))  # the name is free again
+    wait_until_ended(session, "retry-me", timeout_s=60)
+    assert_no_processes(session.home)
+
+
+def test_the_dry_run_writes_nothing(session: LocalSession) -> None:
+    request = _request(session, "dry", OutputDataConfig={"S3OutputPath": ""})
+    checked = session.submit_dryrun(request)
+    assert checked["OutputDataConfig"]["S3OutputPath"] == session.default_output_path()
+    assert request["OutputDataConfig"]["S3OutputPath"] == ""  # the caller's request is untouched
+    assert not session.home.exists()
+
+
+def test_staged_files_are_private(session: LocalSession) -> None:
+    target = session.home / "output" / "up" / "source" / "sourcedir.tar.gz"
+
+    def upload() -> None:
+        target.parent.mkdir(parents=True)
+        target.write_bytes(b"code")
+
+    session.submit(_request(session, "up"), stage=upload)
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert target.parent.stat().st_mode & 0o777 == 0o700
+    assert session.home.stat().st_mode & 0o777 == 0o700
+    wait_until_ended(session, "up", timeout_s=60)
+    assert_no_processes(session.home)

@@ -1,8 +1,6 @@
-"""The job state machine (pure) and the log tail, without starting any job."""
+"""The job state machine (pure) and a local job's typed state, without starting any job."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from ddpjob.job_status import (
@@ -16,7 +14,7 @@ from ddpjob.job_status import (
     ending,
     job_progress,
 )
-from ddpjob.local import failure_cause, jobstate, logtail
+from ddpjob.local.jobstate import JobState
 
 S = SecondaryStatus
 
@@ -68,45 +66,36 @@ def test_the_first_cause_decides_how_a_job_ends() -> None:
 
 
 def test_moves_keep_sagemakers_transition_history() -> None:
-    state = jobstate.new_state("j", now=100.0)
-    jobstate.move(state, S.TRAINING, now=101.0)
-    jobstate.move(state, S.COMPLETED, now=105.0)
-    assert [t["Status"] for t in state["transitions"]] == ["Starting", "Training", "Completed"]
-    assert state["transitions"][0]["EndTime"] == 101.0
-    assert (state["training_start_time"], state["training_end_time"]) == (101.0, 105.0)
+    state = JobState.new("j", now=100.0)
+    assert state.progress(S.TRAINING, now=101.0)
+    assert state.end(S.COMPLETED, None, now=105.0)
+    assert [t["Status"] for t in state.transitions] == ["Starting", "Training", "Completed"]
+    assert state.transitions[0]["EndTime"] == 101.0
+    assert (state.training_start_time, state.training_end_time) == (101.0, 105.0)
+    assert not state.end(S.FAILED, "late")  # the first end stays
+    assert not state.request_stop()
     with pytest.raises(InvalidTransition):
-        jobstate.move(state, S.STOPPING)
+        state._set_state(S.STOPPING, None, None)
+    assert JobState.from_json(state.to_json()) == state  # what state.json holds
 
 
-def test_log_tail_yields_whole_lines_per_host_and_the_rest_at_the_end(tmp_path: Path) -> None:
-    a, b = tmp_path / "algo-1.log", tmp_path / "algo-2.log"
-    a.write_bytes(b"one\ntw")
-    done = iter([False, True])
-    tail = logtail.follow({"algo-1": a, "algo-2": b}, lambda: next(done), poll_s=0.01)
-    assert next(tail) == ("algo-1", "one")
-    with open(a, "ab") as f:
-        f.write(b"o\nthree")  # "three" is never terminated
-    b.write_bytes(b"late\r\n")  # a file that appears after the tail began
-    rest = list(tail)  # ends: the second is_done() says True, then the rest is drained
-    assert [line for host, line in rest if host == "algo-1"] == ["two", "three"]
-    assert [line for host, line in rest if host == "algo-2"] == ["late"]
-    snapshot = list(logtail.follow({"algo-1": a}, lambda: False, follow=False))
-    assert snapshot == [("algo-1", "one"), ("algo-1", "two"), ("algo-1", "three")]
+def test_a_stop_wins_over_anything_but_a_failure() -> None:
+    stopped = JobState.new("j", now=1.0)
+    assert stopped.request_stop(now=2.0) and not stopped.request_stop()
+    assert stopped.end(S.COMPLETED, None, now=3.0)
+    assert (stopped.status, stopped.failure_reason) == (S.STOPPED, None)
+    failed = JobState.new("j", now=1.0)
+    failed.request_stop()
+    failed.end(S.FAILED, "AlgorithmError: boom\nTraceback")
+    assert failed.status is S.FAILED and failed.failure_reason.startswith("AlgorithmError")
+    assert failed.transitions[-1]["StatusMessage"] == "AlgorithmError: boom"
 
 
-def test_the_cause_is_the_users_exception_not_the_fallout_on_other_hosts() -> None:
-    user = failure_cause.HostFailure(
-        "algo-2", "host algo-2, rank 1, exit code 1: ValueError: boom\n\nTraceback...", 12.0
-    )
-    fallout = failure_cause.HostFailure(
-        "algo-1", "host algo-1, rank 0, exit code 1: RuntimeError: [../gloo/transport/tcp/"
-        "pair.cc:534] Connection closed by peer [127.0.0.1]:4711", 11.0, seen_first=True,
-    )  # fmt: skip
-    stopped = failure_cause.HostFailure(
-        "algo-3", "host algo-3, exit code 143: stopped by SIGTERM", 10.0
-    )
-    assert failure_cause.choose([fallout, stopped, user]) is user
-    assert failure_cause.choose([stopped, fallout]) is fallout  # names a rank: closer to a cause
-    two_users = [user, failure_cause.HostFailure("algo-1", user.text.replace("2", "1"), 11.5)]
-    assert failure_cause.choose(two_users).host == "algo-1"  # then the earliest written
-    assert failure_cause.choose([]) is None
+def test_a_lost_supervisor_is_seen_as_an_end_without_changing_the_state() -> None:
+    running = JobState.new("j", now=1.0)
+    running.supervisor_pid = 4242
+    seen = running.with_lost_supervisor("/home/jobs/j/supervisor.log")
+    assert seen.status is S.FAILED and "4242" in seen.failure_reason
+    assert running.status is S.STARTING  # the reader's copy only
+    running.request_stop()
+    assert running.with_lost_supervisor("log").status is S.STOPPED

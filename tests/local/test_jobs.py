@@ -10,6 +10,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from botocore.exceptions import ClientError
+from ddpjob.errors import UserInputError
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import (
@@ -51,7 +53,7 @@ def test_two_jobs_at_once_one_host_two_workers(session: LocalSession, tmp_path: 
         hyperparameters={"epochs": "1", "samples": "512"},
     ))  # fmt: skip
     client.create_training_job(**training_request(session, "noop-1x2", source, "noop.py"))
-    listed = {j["TrainingJobName"] for j in session.list_training_jobs()}
+    listed = {j["TrainingJobName"] for j in session.list()}
     assert listed == {"mnist-1x2", "noop-1x2"}
 
     jobs = {name: wait_until_ended(session, name) for name in ("mnist-1x2", "noop-1x2")}
@@ -72,9 +74,24 @@ def test_two_jobs_at_once_one_host_two_workers(session: LocalSession, tmp_path: 
     )  # fmt: skip
     assert metrics["workers"] == 2
     assert _members(jobs["noop-1x2"]["ModelArtifacts"]["S3ModelArtifacts"]) == {}
-    completed = session.list_training_jobs(StatusEquals="Completed", SortBy="Name")
+    completed = session.list(StatusEquals="Completed", SortBy="Name")
     assert [j["TrainingJobName"] for j in completed] == ["mnist-1x2", "noop-1x2"]
+    assert session.list(max_results=1, SortBy="Name")[0]["TrainingJobName"] == "mnist-1x2"
     assert_no_processes(session.home)
+    _assert_private(session.home)
+
+
+def _assert_private(home: Path) -> None:
+    """The home and everything the jobs wrote in it are the user's only (0700 / 0600)."""
+    paths = [home, *home.rglob("*")]
+    names = {p.name for p in paths}
+    assert {"request.json", "state.json", "algo-1.log", "hyperparameters.json",
+            "model.tar.gz", "supervisor.log"} <= names
+    # hosts/*/code/ holds the user's own files with their archive's modes (runtime's unpacker),
+    # reachable only through the 0700 folders above them.
+    shared = [f"{oct(p.lstat().st_mode & 0o777)} {p}" for p in paths
+              if not p.is_symlink() and p.lstat().st_mode & 0o077 and "code" not in p.parts]
+    assert not shared, shared
 
 
 def test_a_failing_rank_fails_the_job_and_stops_every_host(
@@ -105,14 +122,14 @@ ATTACH = textwrap.dedent("""
     session = LocalSession(sys.argv[1])
     name = sys.argv[2]
     sleeping = set()
-    for host, line in session.iter_logs(name, follow=True):
+    for host, line in session.logs(name, follow=True):
         if "sleeping" in line:
             sleeping.add(host)
         if len(sleeping) == 2:
             break
-    job = session.describe_training_job(name)
-    listed = [j["TrainingJobName"] for j in session.list_training_jobs()]
-    session.stop_training_job(name)
+    job = session.describe(name)
+    listed = [j["TrainingJobName"] for j in session.list()]
+    session.stop(name)
     print(json.dumps({"status": job["TrainingJobStatus"], "secondary": job["SecondaryStatus"],
                       "listed": listed, "hosts": sorted(sleeping)}))
 """)
@@ -126,6 +143,15 @@ def test_attach_describe_and_stop_from_another_process(
     session.sagemaker_client.create_training_job(**training_request(
         session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1,
     ))  # fmt: skip
+    wait_for(lambda: session.describe("sleeper")["SecondaryStatus"] == "Training",
+             JOB_TIMEOUT_S, "the job to train")
+    for bad in ("./sleeper", "../jobs/sleeper", "sleeper/", "/sleeper"):
+        for call in (session.describe, session.stop, lambda n: list(session.logs(n))):
+            with pytest.raises(UserInputError, match="job_name"):
+                call(bad)
+        with pytest.raises(ClientError, match="pattern"):
+            session.sagemaker_client.describe_training_job(TrainingJobName=bad)
+    assert session.describe("sleeper")["SecondaryStatus"] == "Training"  # untouched
     other = subprocess.run(
         [sys.executable, "-c", ATTACH, str(session.home), "sleeper"],
         capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
@@ -172,9 +198,16 @@ def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
     wait_for(lambda: "sleeping" in log_text(session, "orphan", "algo-1")
              if (session.job_dir("orphan") / "logs/algo-1.log").exists() else False,
              JOB_TIMEOUT_S, "the job to run")  # fmt: skip
-    pid = client.store.state("orphan")["supervisor_pid"]
+    pid = client.store.state("orphan").supervisor_pid
     subprocess.run(["kill", "-KILL", str(pid)], check=True)
     job = wait_until_ended(session, "orphan", timeout_s=30)
     assert job["TrainingJobStatus"] == "Failed"
     assert "supervisor" in job["FailureReason"] and str(pid) in job["FailureReason"]
     assert_no_processes(session.home)
+    # Reading the job told what became of it, and changed nothing on disk.
+    state_file = session.job_dir("orphan") / "state.json"
+    before = state_file.read_bytes()
+    assert session.describe("orphan")["TrainingJobStatus"] == "Failed"
+    assert session.list()[0]["TrainingJobStatus"] == "Failed"
+    assert state_file.read_bytes() == before
+    assert client.store.state("orphan").status.value == "Training"

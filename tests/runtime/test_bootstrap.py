@@ -121,7 +121,7 @@ def test_source_from_s3_and_checkpoints_restored_and_flushed(run_hosts, s3_bucke
         (result,) = run_hosts(None, **options)
         assert result.exit_code == 0, result.log[-3000:]
         assert (result.root / "model" / "step").read_text() == str(expected_step)
-        names = [key for key, _ in storage.list_objects(ckpt + "/")]
+        names = [o.key for o in storage.list_objects(ckpt + "/")]
         assert any(name.endswith("manifest.json") for name in names), names
 
 

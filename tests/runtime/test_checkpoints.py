@@ -49,7 +49,7 @@ def test_round_trip_and_upload(ckpt: Path, s3_bucket: str, monkeypatch) -> None:
     assert manifest["step"] == 100
     size = (ckpt / "step-000000100" / "state.pt").stat().st_size
     assert manifest["files"]["state.pt"]["size"] == size
-    assert sorted(k for k, _ in storage.list_objects(uri)) == [
+    assert sorted(o.key for o in storage.list_objects(uri)) == [
         "step-000000100/manifest.json", "step-000000100/state.pt"]
     assert not [p for p in ckpt.iterdir() if p.name.startswith(".")]  # no temp files left
 
@@ -74,7 +74,7 @@ def test_step_numbering_and_keep(ckpt: Path, s3_bucket: str, monkeypatch) -> Non
         checkpoints.save({"i": torch.tensor(i)}, keep=2)
     checkpoints.flush()
     assert checkpoints.complete_steps(ckpt) == [3, 4]
-    assert {k.split("/")[0] for k, _ in storage.list_objects(uri)} == {
+    assert {o.key.split("/")[0] for o in storage.list_objects(uri)} == {
         "step-000000003", "step-000000004"}
     assert checkpoints.load_latest()["i"].item() == 4
     checkpoints.save({"i": torch.tensor(10)}, step=10, keep=2)
@@ -168,3 +168,87 @@ def test_failed_upload_surfaces_at_next_save(ckpt: Path, aws_env: str, monkeypat
     checkpoints.save({"v": 1}, step=1)
     with pytest.raises(StorageError, match="no such bucket"):
         checkpoints.save({"v": 2}, step=2)
+
+
+@pytest.mark.parametrize("store", ["file", "s3"])
+@pytest.mark.parametrize("hostile", ["absolute", "dotdot"])
+def test_restore_refuses_a_hostile_manifest(ckpt: Path, tmp_path: Path, request,
+                                            monkeypatch, store: str, hostile: str) -> None:
+    """A newer checkpoint whose manifest names files outside its folder is skipped with a
+    warning; nothing is written outside the checkpoint folder (issue 9)."""
+    if store == "s3":
+        remote = f"s3://{request.getfixturevalue('s3_bucket')}/ckpt/run-1"
+    else:
+        remote = (tmp_path / "remote").as_uri()
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", remote)
+    checkpoints.save({"v": 3}, step=3)
+    checkpoints.flush()
+    outside = tmp_path / "outside" / "evil.txt"
+    name = str(outside) if hostile == "absolute" else "../../outside/evil.txt"
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "manifest.json").write_text(json.dumps(
+        {"step": 5, "time": 0, "files": {name: {"size": 4, "sha256": "0"}}}))
+    step5 = storage.join(remote, "step-000000005")
+    storage.upload_file(fake / "manifest.json", storage.join(step5, "manifest.json"))
+    if store == "s3":  # S3 keys may hold '//' and '..': the listing then 'completes' the step
+        import boto3
+
+        location = storage.parse(step5)
+        boto3.client("s3").put_object(Bucket=location.bucket,
+                                      Key=f"{location.key}/{name}", Body=b"evil")
+    local = tmp_path / "restore" / "checkpoints"
+    assert checkpoints.restore_latest(remote, local) == 3  # the hostile step 5 is ignored
+    assert not outside.exists()
+    written = {p for p in tmp_path.rglob("*") if p.is_file()}
+    assert {p for p in written if p.is_relative_to(tmp_path / "restore")} == {
+        local / "step-000000003" / "state.pt", local / "step-000000003" / "manifest.json"}
+
+
+def test_load_latest_refuses_a_hostile_local_manifest(ckpt: Path) -> None:
+    checkpoints.save({"v": 1}, step=1)
+    checkpoints.flush()
+    manifest = ckpt / "step-000000001" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["/etc/hostname"] = {"size": Path("/etc/hostname").stat().st_size}
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(checkpoints.CheckpointError, match="unsafe checkpoint manifest"):
+        checkpoints.load_latest()
+
+
+@pytest.mark.parametrize("local_path", [None, "/opt/ml/checkpoints/run", "custom"])
+def test_on_sagemakers_own_container_checkpoints_live_in_the_synced_folder(
+        tmp_path: Path, monkeypatch, local_path: str | None) -> None:
+    """No ddpjob runtime (no DDPJOB_CHECKPOINT_*): the folder is checkpointconfig.json's
+    LocalPath, which SageMaker syncs with S3Uri itself; save() uploads nothing of its own and
+    load_latest() reads what SageMaker brought down."""
+    root = tmp_path / "ml"
+    for name in ("DDPJOB_CHECKPOINT_DIR", "DDPJOB_CHECKPOINT_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(root))
+    monkeypatch.setenv("RANK", "0")
+    config = {"S3Uri": "s3://no-such-bucket-sagemaker-syncs-it/ckpt"}  # we never upload there
+    if local_path == "custom":
+        local_path = str(tmp_path / "elsewhere")
+    if local_path is not None:
+        config["LocalPath"] = local_path
+    (root / "input" / "config").mkdir(parents=True)
+    (root / "input" / "config" / "checkpointconfig.json").write_text(json.dumps(config))
+    expected = {None: root / "checkpoints", "/opt/ml/checkpoints/run": root / "checkpoints" / "run",
+                }.get(local_path, tmp_path / "elsewhere")
+    assert checkpoints.checkpoint_dir() == expected
+    assert checkpoints.load_latest() is None
+    # What SageMaker brought down from S3Uri (a previous job's checkpoint) is found...
+    previous = tmp_path / "previous"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(previous))
+    checkpoints.save({"v": 4}, step=4)
+    checkpoints.flush()
+    monkeypatch.delenv("DDPJOB_CHECKPOINT_DIR")
+    expected.mkdir(parents=True, exist_ok=True)
+    (previous / "step-000000004").rename(expected / "step-000000004")
+    assert checkpoints.load_latest() == {"v": 4}
+    # ...and a new save lands beside it, with no upload of ours (the bucket does not exist).
+    assert checkpoints.save({"v": 5})
+    checkpoints.flush()
+    assert checkpoints.complete_steps() == [4, 5]
+    assert checkpoints.load_latest() == {"v": 5}

@@ -169,6 +169,23 @@ def test_ddpjob_hyperparameters_are_reserved(tmp_path: Path) -> None:
     assert json.loads(rendered["SM_FRAMEWORK_PARAMS"])["ddpjob_processes_per_host"] == 2
 
 
+@pytest.mark.parametrize("name", ["a=b", "a\x00b"])
+def test_hyperparameter_names_no_env_variable_can_carry_are_refused(tmp_path: Path,
+                                                                    name: str) -> None:
+    """Another client may write such a name: a clear contract error, not an os.environ crash."""
+    with pytest.raises(RuntimeContractError, match=r"hyperparameters.json: hyperparameter .* "
+                                                   r"refused: names cannot contain '='"):
+        read_environment(make_root(tmp_path, {**SAGEMAKER_HPS, name: "1"}))
+
+
+@pytest.mark.parametrize("channel", [".", "..", "a/../..", "/etc"])
+def test_channel_names_stay_inside_input_data(tmp_path: Path, channel: str) -> None:
+    env = read_environment(make_root(tmp_path, SAGEMAKER_HPS))
+    with pytest.raises(RuntimeContractError, match="channel name .* refused"):
+        env.channel_dir(channel)
+    assert env.channel_dir("train") == env.root / "input" / "data" / "train"
+
+
 def test_strategy_and_processes_per_host() -> None:
     assert (
         launcher.choose_strategy({"sagemaker_pytorch_ddp_enabled": True})
@@ -197,7 +214,7 @@ def test_torchrun_command() -> None:
         entry="train.py",
         args=["--lr", "0.1"],
     )
-    assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert cmd[:3] == [sys.executable, "-m", "ddpjob_runtime.agent"]
     assert cmd[3:] == [
         "--nnodes=2",
         "--node_rank=1",
@@ -286,6 +303,28 @@ def test_unsafe_archive_members_are_refused(tmp_path: Path, member, why: str) ->
         sourcedir.safe_extract(archive, tmp_path / "code")
     assert repr(member.name) in str(info.value)
     assert not (tmp_path / "code" / "ok.py").exists()  # nothing unpacked at all
+
+
+CHAIN = (_member("a/b", tarfile.DIRTYPE), _member("a/b/s2", tarfile.SYMTYPE, "../.."),
+         _member("s1", tarfile.SYMTYPE, "a/b/s2/.."))
+
+
+@pytest.mark.parametrize(("members", "refused"), [
+    (CHAIN, "s1"),  # each link looks harmless alone; the chain ends above code/
+    ((*CHAIN[:2], _member("h", tarfile.LNKTYPE, "a/b/s2/../etc/passwd")), "h"),
+    ((*CHAIN, _member("h", tarfile.LNKTYPE, "s1/etc/passwd")), "s1"),
+    ((_member("real.txt"), _member("in", tarfile.SYMTYPE, "."),
+      _member("h", tarfile.LNKTYPE, "in/real.txt")), "h"),  # crashed with KeyError
+    ((_member("up/evil.py"), _member("up", tarfile.SYMTYPE, "..")), "up/evil.py"),
+])
+def test_link_chains_out_of_the_archive_are_refused(tmp_path: Path, members, refused: str) -> None:
+    archive = _tar(tmp_path / "src.tar.gz", *members)
+    with pytest.raises(RuntimeContractError, match="points outside|resolves outside") as info:
+        sourcedir.safe_extract(archive, tmp_path / "code")
+    assert f"member {refused!r} refused" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["code", "src.tar.gz"]
+    assert not any((tmp_path / "code").iterdir())  # nothing unpacked at all
 
 
 def test_links_inside_the_archive_are_kept(tmp_path: Path) -> None:

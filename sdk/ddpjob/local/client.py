@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob.local import gpus, jobstate, proctree, responses, validation
+from ddpjob.local import gpus, metrics, proctree, responses, validation
+from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.local.supervisor import MODULE as SUPERVISOR_MODULE
 
@@ -56,6 +57,12 @@ class LocalSageMakerClient:
 
     def create_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Create a training job and start it in the background (CreateTrainingJob)."""
+        request = self.checked_request(kwargs)
+        self.reserve(request["TrainingJobName"])
+        return self.create_reserved(request)
+
+    def checked_request(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The request as this client would create it, or the error it would answer (pure)."""
         validation.check_shape("CreateTrainingJob", kwargs)
         request = copy.deepcopy(kwargs)
         if request["OutputDataConfig"]["S3OutputPath"] == "":
@@ -65,9 +72,12 @@ class LocalSageMakerClient:
         kind = (request.get("ResourceConfig") or {}).get("InstanceType")
         visible = len(gpus.visible_gpus()) if kind == "local_gpu" else None
         validation.check_create(request, visible)
-        name = request["TrainingJobName"]
+        return request
+
+    def reserve(self, name: str) -> None:
+        """Take the job name before anything of the job is written (ResourceInUse if taken)."""
         try:
-            job_dir = self.store.create(name, request, jobstate.new_state(name))
+            self.store.reserve(name)
         except JobExists:
             raise self.exceptions.ResourceInUse(
                 {"Error": {"Code": "ResourceInUse", "Message": (
@@ -76,40 +86,45 @@ class LocalSageMakerClient:
                 )}, "ResponseMetadata": {"HTTPStatusCode": 400}},
                 "CreateTrainingJob",
             ) from None
+
+    def release(self, name: str) -> None:
+        """Give back a name reserved for a job that will not be created."""
+        self.store.release(name)
+
+    def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Create the checked job whose name this process reserved, and start it."""
+        name = request["TrainingJobName"]
+        job_dir = self.store.create(name, request, JobState.new(name), reserved=True)
         self._start_supervisor(name, job_dir)
         return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
 
     def describe_training_job(self, **kwargs: Any) -> dict[str, Any]:
-        """The job's status, secondary status, times and outputs (DescribeTrainingJob)."""
+        """The job's status, secondary status, times and outputs (DescribeTrainingJob).
+
+        Reading never changes the job: a job whose supervisor is gone is described as ended,
+        but its files are left as they are (its hosts end by themselves with the supervisor).
+        """
         validation.check_shape("DescribeTrainingJob", kwargs)
         name = self._known(kwargs["TrainingJobName"], "DescribeTrainingJob")
-        state = self._reconcile(name)
-        return {**responses.describe(self.store.request(name), state), **copy.deepcopy(_OK)}
+        state = self._seen(name)
+        response = responses.describe(self.store.request(name), state)
+        if final := metrics.final_metric_data(self.store.job_dir(name)):
+            response["FinalMetricDataList"] = final
+        return {**response, **copy.deepcopy(_OK)}
 
     def stop_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Ask the job to stop: it moves to Stopping, then Stopped (StopTrainingJob)."""
         validation.check_shape("StopTrainingJob", kwargs)
         name = self._known(kwargs["TrainingJobName"], "StopTrainingJob")
-        self._reconcile(name)
-        ended: list[str] = []
-
-        def change(state: dict[str, Any]) -> bool:
-            current = jobstate.status(state)
-            if current.is_terminal:
-                ended.append(current.primary.value)
-                return False
-            if current is jobstate.SecondaryStatus.STOPPING:
-                return False
-            jobstate.move(state, jobstate.SecondaryStatus.STOPPING)
-            return True
-
-        state = self.store.update(name, change)
-        if ended:
+        seen = self._seen(name)
+        state = seen if seen.is_terminal else self.store.update(name, JobState.request_stop)
+        if state.is_terminal:
             raise validation.client_error(
                 "StopTrainingJob",
-                f"The request was rejected because the training job is in status {ended[0]}.",
+                f"The request was rejected because the training job is in status "
+                f"{state.status.primary.value}.",
             )
-        pid = state.get("supervisor_pid")
+        pid = state.supervisor_pid
         if pid and self._is_supervisor(pid, name):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)  # it also polls the state; the signal saves time
@@ -121,7 +136,7 @@ class LocalSageMakerClient:
         summaries = []
         for name in self.store.names():
             with contextlib.suppress(OSError, ValueError, KeyError):
-                summaries.append(responses.summary(self.store.request(name), self._reconcile(name)))
+                summaries.append(responses.summary(self.store.request(name), self._seen(name)))
         summaries = [s for s in summaries if _matches(s, kwargs)]
         key = _SORT_KEYS[kwargs.get("SortBy", "CreationTime")]
         summaries.sort(key=lambda s: s[key], reverse=kwargs.get("SortOrder") == "Descending")
@@ -139,13 +154,15 @@ class LocalSageMakerClient:
         return self.store.job_dir(name)
 
     def _known(self, name: str, operation: str) -> str:
+        validation.check_job_name(operation, name)  # before the name becomes a path
         if not self.store.exists(name):
             raise validation.client_error(operation, NOT_FOUND)
         return name
 
     def _start_supervisor(self, name: str, job_dir: Path) -> None:
         self._supervisors = [p for p in self._supervisors if p.poll() is None]  # reap the ended
-        with open(job_dir / "supervisor.log", "ab") as out:
+        log_fd = os.open(job_dir / "supervisor.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with open(log_fd, "ab") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", SUPERVISOR_MODULE, str(job_dir.absolute())],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -153,11 +170,7 @@ class LocalSageMakerClient:
             )  # fmt: skip
         self._supervisors.append(proc)
 
-        def record(state: dict[str, Any]) -> bool:
-            state["supervisor_pid"] = proc.pid
-            return True
-
-        self.store.update(name, record)
+        self.store.update(name, lambda state: state.record_supervisor(proc.pid))
         logger.info("Started local training job %s (supervisor pid %d)", name, proc.pid)
 
     @staticmethod
@@ -170,44 +183,19 @@ class LocalSageMakerClient:
             return True
         return SUPERVISOR_MODULE in args and any(a.endswith(f"/{name}") for a in args)
 
-    def _reconcile(self, name: str) -> dict[str, Any]:
-        """The job's state; a running job whose supervisor is gone is ended with a reason."""
+    def _seen(self, name: str) -> JobState:
+        """The job's state as readers see it: a running job whose supervisor is gone has ended
+        (a copy; the file is not changed)."""
         state = self.store.state(name)
-        if jobstate.status(state).is_terminal or self._supervisor_running(state, name):
+        if state.is_terminal or self._supervisor_running(state, name):
             return state
+        return state.with_lost_supervisor(str(self.store.job_dir(name) / "supervisor.log"))
 
-        def change(state: dict[str, Any]) -> bool:
-            if jobstate.status(state).is_terminal or self._supervisor_running(state, name):
-                return False  # it ended or started meanwhile
-            _end_hosts(state)
-            if jobstate.status(state) is jobstate.SecondaryStatus.STOPPING:
-                jobstate.move(state, jobstate.SecondaryStatus.STOPPED)
-                return True
-            log = self.store.job_dir(name) / "supervisor.log"
-            state["failure_reason"] = (
-                f"InternalServerError: the local supervisor of this job (pid "
-                f"{state.get('supervisor_pid')}) ended without finishing the job; see {log}"
-            )
-            jobstate.move(state, jobstate.SecondaryStatus.FAILED, state["failure_reason"])
-            return True
-
-        return self.store.update(name, change)
-
-    def _supervisor_running(self, state: dict[str, Any], name: str) -> bool:
-        pid = state.get("supervisor_pid")
+    def _supervisor_running(self, state: JobState, name: str) -> bool:
+        pid = state.supervisor_pid
         if pid is None:  # being started by the creating process
-            return time.time() - state["creation_time"] < SUPERVISOR_START_S
+            return time.time() - state.creation_time < SUPERVISOR_START_S
         return self._is_supervisor(pid, name)
-
-
-def _end_hosts(state: dict[str, Any]) -> None:
-    """SIGTERM the hosts of a job whose supervisor is gone (their runtime ends its workers)."""
-    for host in state.get("hosts", {}).values():
-        pid = host.get("pid")
-        is_host = pid and any("ddpjob-train" in a for a in proctree.cmdline(pid))
-        if is_host and proctree.is_alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
 
 
 def _matches(summary: dict[str, Any], filters: dict[str, Any]) -> bool:

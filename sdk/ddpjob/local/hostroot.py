@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import contract
+
 LOOPBACK = "127.0.0.1"
 GROUP = "homogeneousCluster"
 
@@ -30,15 +32,17 @@ def _write(path: Path, data: Any) -> None:
 
 
 def config_files(
-    request: dict[str, Any], host: str, master_port: int, job_dir: Path
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
+    staged: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """`{file name under input/config: content}` for `host`."""
+    """`{file name under input/config: content}` for `host`; `staged` is what the platform
+    staged for the whole job (added to platform.json; its `channels` replace the URIs)."""
     hosts = host_names(request)
     kind = request["ResourceConfig"]["InstanceType"]
     channels = request.get("InputDataConfig") or []
     files: dict[str, Any] = {
-        "hyperparameters.json": request.get("HyperParameters") or {},
-        "resourceconfig.json": {
+        contract.HYPERPARAMETERS_FILE: request.get("HyperParameters") or {},
+        contract.RESOURCE_CONFIG_FILE: {
             "current_host": host,
             "hosts": hosts,
             "network_interface_name": "lo",
@@ -48,7 +52,7 @@ def config_files(
                 {"instance_group_name": GROUP, "instance_type": kind, "hosts": hosts}
             ],
         },
-        "inputdataconfig.json": {
+        contract.INPUT_DATA_CONFIG_FILE: {
             c["ChannelName"]: {
                 "TrainingInputMode": c.get("InputMode")
                 or request.get("AlgorithmSpecification", {}).get("TrainingInputMode", "File"),
@@ -59,30 +63,35 @@ def config_files(
             }
             for c in channels
         },
-        "platform.json": {
+        contract.PLATFORM_FILE: {
             "job_name": request["TrainingJobName"],
             "host_addresses": {h: LOOPBACK for h in hosts},
             "master_port": master_port,
             "channels": {
                 c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels
-            },
+            } | (staged or {}).get("channels", {}),
             "output_path": request["OutputDataConfig"]["S3OutputPath"],
             "status_file": str(status_file(job_dir, host)),
         },
     }
     checkpoint = request.get("CheckpointConfig")
     if checkpoint:
-        files["checkpointconfig.json"] = {
+        files[contract.CHECKPOINT_CONFIG_FILE] = {
             "LocalPath": checkpoint.get("LocalPath") or "/opt/ml/checkpoints",
             "S3Uri": checkpoint["S3Uri"],
         }
-        files["platform.json"]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
+        files[contract.PLATFORM_FILE]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
+    files[contract.PLATFORM_FILE].update(
+        {k: v for k, v in (staged or {}).items() if k != "channels"})
     return files
 
 
-def prepare(request: dict[str, Any], host: str, master_port: int, job_dir: Path) -> Path:
+def prepare(
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
+    staged: dict[str, Any] | None = None,
+) -> Path:
     """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
     root = job_dir / "hosts" / host
-    for name, content in config_files(request, host, master_port, job_dir).items():
-        _write(root / "input" / "config" / name, content)
+    for name, content in config_files(request, host, master_port, job_dir, staged).items():
+        _write(root / contract.CONFIG_DIR / name, content)
     return root

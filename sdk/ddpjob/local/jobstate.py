@@ -1,71 +1,170 @@
-"""The state document of a local job (`state.json`) and the only way to change its status.
+"""A local job's state (`state.json`): a typed record whose methods are its only transitions.
 
-Times are epoch seconds. Every status change goes through `move`, which enforces the allowed
-moves of `ddpjob.job_status` and keeps SageMaker's `SecondaryStatusTransitions`.
+Times are epoch seconds. `JobState._set_state` is the one place a status changes: it enforces
+the allowed moves of `ddpjob.job_status` and keeps SageMaker's `SecondaryStatusTransitions`.
+The other methods say what happened (progress, a stop request, the end, a lost supervisor) and
+decide from the current status whether it changes anything; each returns whether it did.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
-from ddpjob.job_status import SecondaryStatus, check_move
+from ddpjob.job_status import SecondaryStatus, advance, check_move
 
+S = SecondaryStatus
 # SageMaker's wording of each secondary status, shown as the transition's StatusMessage.
 MESSAGES = {
-    SecondaryStatus.STARTING: "Preparing the instances for training",
-    SecondaryStatus.DOWNLOADING: "Downloading the code, input data and checkpoints",
-    SecondaryStatus.TRAINING: "Training in progress",
-    SecondaryStatus.UPLOADING: "Uploading generated training model",
-    SecondaryStatus.STOPPING: "Stopping the training job",
-    SecondaryStatus.COMPLETED: "Training job completed",
-    SecondaryStatus.FAILED: "Training job failed",
-    SecondaryStatus.STOPPED: "The training job has stopped",
-    SecondaryStatus.MAX_RUNTIME_EXCEEDED: "The job exceeded MaxRuntimeInSeconds and was stopped",
+    S.STARTING: "Preparing the instances for training",
+    S.DOWNLOADING: "Downloading the code, input data and checkpoints",
+    S.TRAINING: "Training in progress",
+    S.UPLOADING: "Uploading generated training model",
+    S.STOPPING: "Stopping the training job",
+    S.COMPLETED: "Training job completed",
+    S.FAILED: "Training job failed",
+    S.STOPPED: "The training job has stopped",
+    S.MAX_RUNTIME_EXCEEDED: "The job exceeded MaxRuntimeInSeconds and was stopped",
 }
 
 
-def new_state(name: str, now: float | None = None) -> dict[str, Any]:
-    """The state of a job that was just created (InProgress / Starting)."""
-    now = time.time() if now is None else now
-    status = SecondaryStatus.STARTING
-    first = {"Status": status.value, "StartTime": now, "StatusMessage": MESSAGES[status]}
-    return {
-        "name": name,
-        "secondary_status": status.value,
-        "transitions": [first],
-        "creation_time": now,
-        "last_modified_time": now,
-        "training_start_time": None,
-        "training_end_time": None,
-        "failure_reason": None,
-        "supervisor_pid": None,
-        "hosts": {},  # host -> {"pid": int, "exit_code": int | None}
-    }
+@dataclass
+class HostRecord:
+    """One simulated host's process: its pid, and its exit code once it ended."""
+
+    pid: int | None = None
+    exit_code: int | None = None
 
 
-def status(state: dict[str, Any]) -> SecondaryStatus:
-    """The job's secondary status."""
-    return SecondaryStatus(state["secondary_status"])
+@dataclass
+class JobState:
+    """What a local job's status is and how it got there; `state.json` holds `to_json()`."""
 
+    name: str
+    status: SecondaryStatus
+    creation_time: float
+    last_modified_time: float
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    training_start_time: float | None = None
+    training_end_time: float | None = None
+    failure_reason: str | None = None
+    supervisor_pid: int | None = None
+    hosts: dict[str, HostRecord] = field(default_factory=dict)
 
-def move(
-    state: dict[str, Any], new: SecondaryStatus, message: str | None = None,
-    now: float | None = None,
-) -> None:  # fmt: skip
-    """Move the job to `new` (InvalidTransition when not allowed), recording the transition."""
-    current = status(state)
-    check_move(current, new)
-    now = time.time() if now is None else now
-    transitions = state["transitions"]
-    if transitions and "EndTime" not in transitions[-1]:
-        transitions[-1]["EndTime"] = now
-    entry = {"Status": new.value, "StartTime": now, "StatusMessage": message or MESSAGES[new]}
-    if new.is_terminal:
-        entry["EndTime"] = now
-        state["training_end_time"] = now
-    transitions.append(entry)
-    if new is SecondaryStatus.TRAINING and state["training_start_time"] is None:
-        state["training_start_time"] = now
-    state["secondary_status"] = new.value
-    state["last_modified_time"] = now
+    @classmethod
+    def new(cls, name: str, now: float | None = None) -> JobState:
+        """The state of a job that was just created (InProgress / Starting)."""
+        now = time.time() if now is None else now
+        message = MESSAGES[S.STARTING]
+        return cls(name, S.STARTING, now, now,
+                   [{"Status": S.STARTING.value, "StartTime": now, "StatusMessage": message}])
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobState:
+        """The state that `to_json` wrote."""
+        fields = {**data, "status": SecondaryStatus(data["status"])}
+        fields["hosts"] = {h: HostRecord(**r) for h, r in data.get("hosts", {}).items()}
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        """The state as a JSON-ready dict."""
+        data = dataclasses.asdict(self)
+        data["status"] = self.status.value
+        return data
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job can no longer change."""
+        return self.status.is_terminal
+
+    # --- the one place a status changes --------------------------------------------------
+
+    def _set_state(self, new: SecondaryStatus, message: str | None, now: float | None) -> None:
+        check_move(self.status, new)
+        now = time.time() if now is None else now
+        if self.transitions and "EndTime" not in self.transitions[-1]:
+            self.transitions[-1]["EndTime"] = now
+        entry = {"Status": new.value, "StartTime": now, "StatusMessage": message or MESSAGES[new]}
+        if new.is_terminal:
+            entry["EndTime"] = self.training_end_time = now
+        self.transitions.append(entry)
+        if new is S.TRAINING and self.training_start_time is None:
+            self.training_start_time = now
+        self.status = new
+        self.last_modified_time = now
+
+    # --- transitions ---------------------------------------------------------------------
+
+    def progress(self, observed: SecondaryStatus, now: float | None = None) -> bool:
+        """The hosts are as far as `observed`: move forward to it (never backwards)."""
+        new = advance(self.status, observed)
+        if new is self.status:
+            return False
+        self._set_state(new, None, now)
+        return True
+
+    def request_stop(self, now: float | None = None) -> bool:
+        """A stop was asked for: Stopping, unless the job is already stopping or has ended."""
+        if self.status is S.STOPPING or self.is_terminal:
+            return False
+        self._set_state(S.STOPPING, None, now)
+        return True
+
+    def end(self, final: SecondaryStatus, reason: str | None, now: float | None = None) -> bool:
+        """The job ended as `final` (with `reason` unless stopped); a stop asked for meanwhile
+        wins over anything but a failure. False when another process declared the end first."""
+        if self.is_terminal:
+            return False
+        if self.status is S.STOPPING and final is not S.FAILED:
+            final = S.STOPPED
+        if final is not S.STOPPED:
+            self.failure_reason = reason
+        self._set_state(final, reason.split("\n", 1)[0] if reason else None, now)
+        return True
+
+    def note(self, message: str, now: float | None = None) -> bool:
+        """Record `message` (a worker restart) in the history as a new Training entry; the
+        status stays Training. False (nothing recorded) in any other status."""
+        if self.status is not S.TRAINING:
+            return False
+        now = time.time() if now is None else now
+        self.transitions[-1].setdefault("EndTime", now)
+        self.transitions.append({"Status": S.TRAINING.value, "StartTime": now,
+                                 "StatusMessage": message})  # fmt: skip
+        self.last_modified_time = now
+        return True
+
+    def with_lost_supervisor(self, log_path: str) -> JobState:
+        """What this running job is once its supervisor is gone (a copy: readers never write).
+
+        A job that was stopping is Stopped; any other is Failed with an InternalServerError.
+        """
+        seen = copy.deepcopy(self)
+        now = self.last_modified_time
+        reason = (
+            f"InternalServerError: the local supervisor of this job (pid {self.supervisor_pid}) "
+            f"ended without finishing the job; see {log_path}"
+        )
+        seen.end(S.FAILED if self.status is not S.STOPPING else S.STOPPED, reason, now)
+        return seen
+
+    # --- records -------------------------------------------------------------------------
+
+    def record_supervisor(self, pid: int) -> bool:
+        """The job's supervisor runs as `pid`."""
+        self.supervisor_pid = pid
+        return True
+
+    def record_hosts(self, pids: dict[str, int]) -> bool:
+        """The hosts run as `pids` (host -> pid)."""
+        self.hosts = {host: HostRecord(pid) for host, pid in pids.items()}
+        return True
+
+    def record_exit_codes(self, codes: dict[str, int | None]) -> bool:
+        """The hosts' exit codes so far (None: still running)."""
+        for host, code in codes.items():
+            self.hosts.setdefault(host, HostRecord()).exit_code = code
+        return True

@@ -12,11 +12,13 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from ddpjob_runtime import fsutil
+
+from ddpjob.local.jobstate import JobState
 
 REQUEST = "request.json"
 STATE = "state.json"
@@ -25,14 +27,7 @@ LOCK = ".lock"
 
 def write_json(path: Path, data: Any) -> None:
     """Replace `path` with `data` as JSON; a reader sees the old file or the new one, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fsutil.write_json(path, data, indent=1, mode=0o600)
 
 
 def read_json(path: Path) -> Any:
@@ -42,11 +37,18 @@ def read_json(path: Path) -> Any:
 
 
 class JobExists(Exception):
-    """A job of that name is already on disk."""
+    """A job of that name is already on disk (or reserved by another submission)."""
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and missing parents) readable by this user only; return it."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)  # an existing folder too: the home holds requests and logs
+    return path
 
 
 class JobStore:
-    """The jobs under `<home>/jobs`."""
+    """The jobs under `<home>/jobs`; the home and everything in it are private (0700/0600)."""
 
     def __init__(self, home: Path):
         self.home = Path(home)
@@ -66,37 +68,42 @@ class JobStore:
             return []
         return [p.name for p in self.jobs.iterdir() if (p / STATE).is_file()]
 
-    def create(self, name: str, request: dict[str, Any], state: dict[str, Any]) -> Path:
-        """Create the job's folder with its request and first state, all at once.
+    def reserve(self, name: str) -> Path:
+        """Take the name: create the job's empty folder, atomically (JobExists when taken).
 
-        The folder is filled aside and renamed into place, so a job either fully exists or
-        not at all; raises JobExists when the name is taken (by this process or another).
+        Nothing else may be written for a job before this succeeds; `create` fills the folder.
         """
-        self.jobs.mkdir(parents=True, exist_ok=True)
+        private_dir(self.home)
+        private_dir(self.jobs)
         target = self.job_dir(name)
-        if target.exists():
-            raise JobExists(name)
-        staging = self.jobs / f".new-{name}-{uuid.uuid4().hex[:8]}"
-        staging.mkdir()
         try:
-            (staging / LOCK).touch()
-            write_json(staging / REQUEST, request)
-            write_json(staging / STATE, state)
-            try:
-                os.rename(staging, target)  # fails when another process took the name first
-            except OSError:
-                raise JobExists(name) from None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            target.mkdir(mode=0o700)  # fails when any process took the name first
+        except FileExistsError:
+            raise JobExists(name) from None
+        os.close(os.open(target / LOCK, os.O_CREAT | os.O_WRONLY, 0o600))
+        return target
+
+    def release(self, name: str) -> None:
+        """Give back a reserved name whose job was never created."""
+        if not self.exists(name):
+            shutil.rmtree(self.job_dir(name), ignore_errors=True)
+
+    def create(self, name: str, request: dict[str, Any], state: JobState,
+               reserved: bool = False) -> Path:
+        """Write the job's request, then its first state (which makes it exist); reserves the
+        name first unless the caller did (JobExists when the name is taken)."""
+        target = self.job_dir(name) if reserved else self.reserve(name)
+        write_json(target / REQUEST, request)
+        write_json(target / STATE, state.to_json())
         return target
 
     def request(self, name: str) -> dict[str, Any]:
         """The CreateTrainingJob request the job was created with."""
         return read_json(self.job_dir(name) / REQUEST)
 
-    def state(self, name: str) -> dict[str, Any]:
+    def state(self, name: str) -> JobState:
         """The job's current state (a consistent snapshot, without taking the lock)."""
-        return read_json(self.job_dir(name) / STATE)
+        return JobState.from_json(read_json(self.job_dir(name) / STATE))
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
@@ -108,16 +115,11 @@ class JobStore:
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    def update(
-        self, name: str, change: Callable[[dict[str, Any]], bool]
-    ) -> dict[str, Any]:
-        """Apply `change` to the state under the lock; returns the state after it.
-
-        `change` edits the state in place and returns whether it changed anything (only then
-        is the file rewritten).
-        """
+    def update(self, name: str, change: Callable[[JobState], bool]) -> JobState:
+        """Apply `change` (a JobState method, or a function of the state) under the lock;
+        the file is rewritten only when it returns True. Returns the state after it."""
         with self.locked(name):
             state = self.state(name)
             if change(state):
-                write_json(self.job_dir(name) / STATE, state)
+                write_json(self.job_dir(name) / STATE, state.to_json())
             return state

@@ -8,8 +8,6 @@ import signal
 import time
 from pathlib import Path
 
-PR_SET_CHILD_SUBREAPER = 36
-
 
 def _stat(pid: int) -> list[str] | None:
     """Fields of /proc/<pid>/stat after the command name (state first), or None if gone."""
@@ -59,14 +57,6 @@ def descendants(pid: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
-
-
-def become_subreaper() -> None:
-    """Orphaned descendants become our children instead of init's, so we can still end them."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def signal_all(pids: list[int], sig: int) -> None:

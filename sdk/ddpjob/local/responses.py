@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ddpjob.local import jobstate
+from ddpjob.local.jobstate import JobState
 
 ACCOUNT = "000000000000"
 REGION = "local"
@@ -35,10 +35,10 @@ def model_artifacts_uri(request: dict[str, Any]) -> str:
     return f"{output}/{request['TrainingJobName']}/output/model.tar.gz"
 
 
-def describe(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
     """The DescribeTrainingJob response of a local job."""
     name = request["TrainingJobName"]
-    status = jobstate.status(state)
+    status = state.status
     response: dict[str, Any] = {
         "TrainingJobName": name,
         "TrainingJobArn": job_arn(name),
@@ -48,26 +48,26 @@ def describe(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     }
     response.update({key: request[key] for key in _ECHOED if key in request})
     response.setdefault("StoppingCondition", {})
-    if state["failure_reason"]:
-        response["FailureReason"] = state["failure_reason"]
+    if state.failure_reason:
+        response["FailureReason"] = state.failure_reason
     times = {
-        "CreationTime": state["creation_time"],
-        "TrainingStartTime": state["training_start_time"],
-        "TrainingEndTime": state["training_end_time"],
-        "LastModifiedTime": state["last_modified_time"],
+        "CreationTime": state.creation_time,
+        "TrainingStartTime": state.training_start_time,
+        "TrainingEndTime": state.training_end_time,
+        "LastModifiedTime": state.last_modified_time,
     }
     response.update({key: _time(value) for key, value in times.items() if value is not None})
     response["SecondaryStatusTransitions"] = [
         {key: _time(value) if key.endswith("Time") else value for key, value in t.items()}
-        for t in state["transitions"]
+        for t in state.transitions
     ]
-    if state["training_start_time"] is not None and state["training_end_time"] is not None:
-        seconds = int(state["training_end_time"] - state["training_start_time"])
+    if state.training_start_time is not None and state.training_end_time is not None:
+        seconds = int(state.training_end_time - state.training_start_time)
         response["TrainingTimeInSeconds"] = response["BillableTimeInSeconds"] = seconds
     return response
 
 
-def summary(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+def summary(request: dict[str, Any], state: JobState) -> dict[str, Any]:
     """The job's entry in a ListTrainingJobs response."""
     full = describe(request, state)
     keys = ("TrainingJobName", "TrainingJobArn", "CreationTime", "TrainingEndTime",

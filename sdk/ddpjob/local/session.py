@@ -3,31 +3,48 @@
 Each of a job's `InstanceCount` hosts is simulated by its own `ddpjob-train` process tree with
 its own `/opt/ml`-shaped folder under `<home>/jobs/<job>/hosts/algo-N`, rendezvous on loopback.
 `instance_type="local"` runs on CPU (gloo, no GPU visible); `"local_gpu"` deals this machine's
-GPUs out to the hosts in equal slices through CUDA_VISIBLE_DEVICES (NCCL).
+GPUs out to the hosts in equal slices through CUDA_VISIBLE_DEVICES (NCCL). The home and
+everything in it are private to the user (folders 0700, files 0600).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ddpjob.aws_errors import aws_errors
-from ddpjob.base_session import BaseSession
+from ddpjob.base_session import BaseSession, Stage
+from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
-from ddpjob.job_status import TrainingJobStatus
-from ddpjob.local import hostroot, logtail
+from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.local import dlc_host, hostroot, logtail
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
+from ddpjob.naming import check_job_name
+from ddpjob.sagemaker.errors import aws_errors
 
 HOME_ENV = "DDPJOB_HOME"
 LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"
+#: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
+#: installed here, whatever the image says.
+LOCAL_IMAGE = "ddpjob-local"
 
 
 def default_home() -> Path:
     """`$DDPJOB_HOME`, else `~/.ddpjob`."""
     return Path(os.environ.get(HOME_ENV) or Path.home() / ".ddpjob").expanduser()
+
+
+@contextlib.contextmanager
+def _private_files() -> Iterator[None]:
+    """New files and folders of this process are the user's only (uploads into the home)."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 class LocalSession(BaseSession):
@@ -37,7 +54,9 @@ class LocalSession(BaseSession):
     describe, follow or stop them.
     """
 
-    local = True
+    poll_seconds = 0.5
+    storage_schemes = frozenset({"file", "s3"})
+    label = "local"
 
     def __init__(self, home: str | Path | None = None):
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
@@ -45,75 +64,115 @@ class LocalSession(BaseSession):
 
     @property
     def sagemaker_client(self) -> LocalSageMakerClient:
-        """The boto3-shaped client: create/describe/stop/list training jobs."""
+        """The boto3-shaped client (create/describe/stop/list training jobs), e.g. for the
+        official SageMaker SDK."""
         return self._client
+
+    # --- policy ------------------------------------------------------------------------------
+
+    def check_instance_type(self, instance_type: str) -> None:
+        """Local jobs run on 'local' (CPU, gloo) or 'local_gpu' (NCCL)."""
+        if instance_type not in LOCAL_INSTANCE_TYPES:
+            raise UserInputError(
+                f"instance_type {instance_type!r} cannot run on a LocalSession: use 'local' or "
+                f"'local_gpu' (or a SageMaker Session for 'ml.*' types)")
+
+    def training_image(self, image_uri: str | None) -> str:
+        """`image_uri`, recorded only: local hosts run the runtime installed here."""
+        return image_uri or LOCAL_IMAGE
+
+    def resolve_role(self, role: str | None) -> str:
+        """`role`, else a placeholder ARN: local jobs assume no role, but the request needs one."""
+        return role or LOCAL_ROLE
 
     def default_output_path(self) -> str:
         """`file://<home>/output`: where jobs put model.tar.gz and output.tar.gz by default."""
         return (self.home / "output").as_uri()
 
-    uri_schemes = ("s3", "file")
-    stages_local_inputs = False
+    def input_prefix(self, job_name: str) -> None:
+        """None: local hosts read local input data in place."""
+        return None
 
-    def accepts_instance_type(self, instance_type: str) -> bool:
-        """"local" (CPU) and "local_gpu"."""
-        return instance_type in LOCAL_INSTANCE_TYPES
+    # --- jobs --------------------------------------------------------------------------------
 
-    def check_request(self, request: Mapping[str, Any], *, submit: bool = False) -> None:
-        """Refuse what local hosts cannot do (Pipe input, manifests, instance groups, ...) and
-        log the members that have no effect on this machine; a job to start needs torch."""
+    def submit_dryrun(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The request as the local client checks and completes it; nothing is written.
+
+        What local hosts cannot do (Pipe input, manifests, model parallelism, ...) is one
+        UserInputError; members with no effect on this machine are logged."""
         from ddpjob.arguments import check_local_request
 
         check_local_request(request)
-        if submit:
-            require_torch()
+        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
+            return self._client.checked_request(dict(request))
 
-    def default_role(self) -> str:
-        """A placeholder role ARN: local jobs assume no role, but the request needs one."""
-        return LOCAL_ROLE
+    def submit(self, request: Mapping[str, Any], stage: Stage | None = None):
+        """See `BaseSession.submit`; what `stage` writes is private to the user."""
+        if stage is None:
+            return super().submit(request)
+
+        def private_stage() -> None:
+            with _private_files():
+                stage()
+
+        return super().submit(request, private_stage)
+
+    def _reserve(self, request: dict[str, Any]) -> None:
+        if not dlc_host.is_dlc_request(request):  # the DLC's toolkits bring their own torch
+            require_torch()
+        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
+            self._client.reserve(request["TrainingJobName"])
+
+    def _release(self, job_name: str) -> None:
+        self._client.release(job_name)
+
+    def _schedule(self, request: dict[str, Any]) -> None:
+        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
+            self._client.create_reserved(request)
+
+    def _metric_series(self, job: dict[str, Any],
+                       metric_names: list[str]) -> list[dict[str, Any]]:
+        from ddpjob.local import metrics
+
+        start = (job.get("TrainingStartTime") or job["CreationTime"]).timestamp()
+        found = metrics.series(self.job_dir(job["TrainingJobName"]))
+        return [{"timestamp": r["Timestamp"] - start, "metric_name": r["MetricName"],
+                 "value": r["Value"]} for r in found if r["MetricName"] in metric_names]
+
+    def _describe(self, job_name: str) -> dict[str, Any]:
+        with aws_errors("DescribeTrainingJob", job_name=job_name, local_home=str(self.home)):
+            return self._client.describe_training_job(TrainingJobName=job_name)
+
+    def _stop(self, job_name: str) -> None:
+        with aws_errors("StopTrainingJob", job_name=job_name, local_home=str(self.home)):
+            self._client.stop_training_job(TrainingJobName=job_name)
+
+    def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]:
+        def done() -> bool:
+            return self._describe(job_name)["TrainingJobStatus"] in TERMINAL_STATUSES
+
+        return logtail.follow(self.log_paths(job_name), done, follow=follow)
+
+    def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """See `BaseSession.list`."""
+        jobs: list[dict[str, Any]] = []
+        with aws_errors("ListTrainingJobs", local_home=str(self.home)):
+            while max_results is None or len(jobs) < max_results:
+                page = self._client.list_training_jobs(**filters)
+                jobs += page["TrainingJobSummaries"]
+                if "NextToken" not in page:
+                    break
+                filters = {**filters, "NextToken": page["NextToken"]}
+        return jobs[:max_results]
+
+    # --- files of a job ----------------------------------------------------------------------
 
     def job_dir(self, job_name: str) -> Path:
         """The job's folder: request.json, state.json, hosts/algo-N/ roots, logs/algo-N.log."""
-        return self._client.job_dir(job_name)
+        return self._client.job_dir(check_job_name(job_name))
 
     def log_paths(self, job_name: str) -> dict[str, Path]:
         """`{host: log file}` of every host of the job."""
         request = self._client.store.request(job_name)
         logs = self.job_dir(job_name) / "logs"
         return {host: logs / f"{host}.log" for host in hostroot.host_names(request)}
-
-    def iter_logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]:
-        """`(host, line)` from every host's log file; with `follow`, until the job has ended."""
-        self.describe_training_job(job_name)  # a clear error now for an unknown job
-
-        def done() -> bool:
-            status = self.describe_training_job(job_name)["TrainingJobStatus"]
-            return TrainingJobStatus(status).is_terminal
-
-        return logtail.follow(self.log_paths(job_name), done, follow=follow)
-
-    def describe_training_job(self, job_name: str) -> dict[str, Any]:
-        """The DescribeTrainingJob response (JobNotFoundError when there is no such job)."""
-        with aws_errors("DescribeTrainingJob", job_name=job_name, local_home=str(self.home)):
-            return self._client.describe_training_job(TrainingJobName=job_name)
-
-    def stop_training_job(self, job_name: str) -> None:
-        """Stop the job: every process of it ends and it is marked Stopped."""
-        with aws_errors("StopTrainingJob", job_name=job_name, local_home=str(self.home)):
-            self._client.stop_training_job(TrainingJobName=job_name)
-
-    def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Send a CreateTrainingJob request; the job starts in the background."""
-        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
-            return self._client.create_training_job(**request)
-
-    def list_training_jobs(self, **kwargs: Any) -> list[dict[str, Any]]:
-        """Every TrainingJobSummary matching ListTrainingJobs' `kwargs` (all pages)."""
-        jobs: list[dict[str, Any]] = []
-        with aws_errors("ListTrainingJobs", local_home=str(self.home)):
-            while True:
-                page = self._client.list_training_jobs(**kwargs)
-                jobs += page["TrainingJobSummaries"]
-                if "NextToken" not in page:
-                    return jobs
-                kwargs = {**kwargs, "NextToken": page["NextToken"]}

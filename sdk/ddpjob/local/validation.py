@@ -8,13 +8,15 @@ answer, with a message naming the field and what local mode allows.
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
+from ddpjob_runtime import contract
+from ddpjob_runtime.contract import JOB_NAME_PATTERN
+
+from ddpjob.local import dlc_host, metrics
+
 LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
-JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 URI_SCHEMES = ("s3://", "file://")
-MAX_HYPERPARAMETERS, MAX_HP_NAME, MAX_HP_VALUE = 100, 256, 2500
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,12 +51,12 @@ def check_shape(operation: str, params: dict[str, Any]) -> None:
 
 def check_job_name(operation: str, name: str) -> None:
     """SageMaker's pattern for training job names."""
-    if not JOB_NAME.match(name):
+    if not isinstance(name, str) or not JOB_NAME_PATTERN.match(name):
         raise client_error(
             operation,
             f"1 validation error detected: Value '{name}' at 'trainingJobName' failed to satisfy "
             f"constraint: Member must satisfy regular expression pattern: "
-            f"{JOB_NAME.pattern} (letters, digits and hyphens, at most 63 characters)",
+            f"{JOB_NAME_PATTERN.pattern} (letters, digits and hyphens, at most 63 characters)",
         )
 
 
@@ -67,20 +69,21 @@ def _check_uri(operation: str, field: str, uri: str) -> None:
 
 def _check_hyperparameters(op: str, hps: dict[str, str]) -> None:
     """SageMaker's limits: at most 100, names up to 256 characters, values up to 2500."""
-    if len(hps) > MAX_HYPERPARAMETERS:
+    if len(hps) > contract.MAX_HYPERPARAMETERS:
         raise client_error(
-            op, f"HyperParameters: {len(hps)} given, SageMaker allows at most {MAX_HYPERPARAMETERS}"
+            op, f"HyperParameters: {len(hps)} given, SageMaker allows at most "
+                f"{contract.MAX_HYPERPARAMETERS}"
         )
     for name, value in hps.items():
-        if len(name) > MAX_HP_NAME:
+        if len(name) > contract.MAX_HYPERPARAMETER_NAME:
             raise client_error(
                 op, f"HyperParameters: name {name[:40]!r}... is {len(name)} characters long, "
-                    f"at most {MAX_HP_NAME} are allowed",
+                    f"at most {contract.MAX_HYPERPARAMETER_NAME} are allowed",
             )  # fmt: skip
-        if len(value) > MAX_HP_VALUE:
+        if len(value) > contract.MAX_HYPERPARAMETER_VALUE:
             raise client_error(
                 op, f"HyperParameters: the value of {name!r} is {len(value)} characters long, "
-                    f"at most {MAX_HP_VALUE} are allowed",
+                    f"at most {contract.MAX_HYPERPARAMETER_VALUE} are allowed",
             )  # fmt: skip
 
 
@@ -98,7 +101,9 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
         raise client_error(op, "ResourceConfig.InstanceGroups: local mode runs one group only; "
                                "use InstanceType and InstanceCount")
     kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
-    if kind not in LOCAL_INSTANCE_TYPES:
+    if problem := dlc_host.request_problem(request) or metrics.check(request):
+        raise client_error(op, problem)
+    if kind not in LOCAL_INSTANCE_TYPES and not dlc_host.is_dlc_request(request):
         raise client_error(
             op,
             f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' (CPU, "

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ddpjob.aws_errors import aws_errors, translate_client_error
 from ddpjob.base_session import BaseSession
-from ddpjob.cloudwatch_logs import LogPolling, follow_logs
 from ddpjob.errors import UserInputError
+from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
+from ddpjob.sagemaker.logs import LogPolling, follow_logs
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +57,6 @@ def _partition(region: str) -> str:
 class Session(BaseSession):
     """Training jobs on Amazon SageMaker: SageMaker provisions the hosts, CloudWatch holds logs."""
 
-    local = False
-
     def __init__(
         self,
         boto_session: Any = None,
@@ -70,7 +69,7 @@ class Session(BaseSession):
         """Clients default to ones made from `boto_session` (default: `boto3.Session()`).
 
         `default_bucket` replaces `sagemaker-<region>-<account>`; `log_polling` sets how
-        `iter_logs` polls CloudWatch.
+        `logs` polls CloudWatch.
         """
         import boto3
         from botocore.config import Config
@@ -88,15 +87,13 @@ class Session(BaseSession):
         self._sagemaker = sagemaker_client or self.boto_session.client(
             "sagemaker", region_name=region, config=Config(retries=_RETRIES)
         )
-        self._logs = logs_client or self.boto_session.client(
+        self._logs_client = logs_client or self.boto_session.client(
             "logs", region_name=region, config=Config(retries=_LOG_RETRIES)
         )
         self._bucket_override = default_bucket
         self._default_bucket: str | None = None
         self._account: str | None = None
         self.log_polling = log_polling or LogPolling()
-
-    # --- BaseSession -------------------------------------------------------------------------
 
     @property
     def sagemaker_client(self) -> Any:
@@ -106,59 +103,102 @@ class Session(BaseSession):
     @property
     def logs_client(self) -> Any:
         """The boto3 CloudWatch Logs client."""
-        return self._logs
+        return self._logs_client
+
+    # --- policy ------------------------------------------------------------------------------
 
     @property
     def region_name(self) -> str:
         """The AWS region of every client of this session."""
         return self._region
 
+    def check_instance_type(self, instance_type: str) -> None:
+        """SageMaker runs 'ml.*' instance types."""
+        if not instance_type.startswith("ml."):
+            raise UserInputError(
+                f"instance_type {instance_type!r} cannot run on a Session (SageMaker): use an "
+                f"'ml.*' type such as 'ml.g5.12xlarge' (or a LocalSession for 'local'/'local_gpu')")
+
+    def training_image(self, image_uri: str | None) -> str:
+        """`image_uri` (SageMaker's container that ddpjob.PyTorch picks, or an image in ECR)."""
+        if image_uri is None:
+            raise UserInputError(
+                "image_uri is required for an Estimator on SageMaker: use ddpjob.PyTorch (which "
+                "picks SageMaker's PyTorch container) or pass image_uri='<account>.dkr.ecr."
+                "<region>.amazonaws.com/<image>:<tag>' (e.g. the ddpjob image of container/)")
+        return image_uri
+
+    def resolve_role(self, role: str | None) -> str:
+        """The role's ARN (required; a bare role name becomes this account's role ARN)."""
+        return self.expand_role(role)
+
     def default_output_path(self) -> str:
-        """`s3://<default bucket>/`, creating the bucket when it does not exist."""
-        return f"s3://{self.default_bucket()}/"
+        """`s3://<default bucket>/` (the bucket is created when a job that uses it is submitted)."""
+        return f"s3://{self.default_bucket_name()}/"
 
-    def planned_output_path(self) -> str:
-        """`s3://<default bucket>/` without calling AWS: the account is a placeholder until
-        `default_bucket()` has looked it up."""
-        if self._default_bucket or self._bucket_override:
-            return f"s3://{self._default_bucket or self._bucket_override}/"
-        return f"s3://sagemaker-{self._region}-{self._account or 'account-id'}/"
+    def input_prefix(self, job_name: str) -> str:
+        """`s3://<default bucket>/<job>/input`: where local input data is uploaded."""
+        return f"{self.default_output_path()}{job_name}/input"
 
-    def default_role(self) -> str | None:
-        """None: SageMaker jobs need an explicit role (see `require_role`)."""
-        return None
+    # --- jobs --------------------------------------------------------------------------------
 
-    def iter_logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]:
-        """`(host, line)` from the CloudWatch logs of every host of `job_name`, time-ordered."""
-        self.describe_training_job(job_name)  # a clear error now for an unknown job
-        return follow_logs(
-            self._logs, job_name,
-            lambda: self.describe_training_job(job_name)["TrainingJobStatus"],
-            follow=follow, polling=self.log_polling, region=self._region,
-        )
+    def submit_dryrun(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The request checked as boto3 checks it before sending (and its role); sends nothing."""
+        from ddpjob.request import validate_request
 
-    def describe_training_job(self, job_name: str) -> dict[str, Any]:
-        """The DescribeTrainingJob response of `job_name` (JobNotFoundError when there is none)."""
+        require_role(request.get("RoleArn"))
+        return dict(validate_request(request))
+
+    def _reserve(self, request: dict[str, Any]) -> None:
+        """Refuse a name in use before anything is uploaded; create the default bucket when the
+        request uses it."""
+        name = request["TrainingJobName"]
+        try:
+            self._describe(name)
+        except JobNotFoundError:
+            pass
+        else:
+            raise AwsError(f"a training job named {name!r} already exists in {self._region}: "
+                           f"choose another job_name", code="ResourceInUse",
+                           operation="CreateTrainingJob")
+        if f"s3://{self.default_bucket_name()}/" in json.dumps(request):
+            self.default_bucket()
+
+    def _schedule(self, request: dict[str, Any]) -> None:
+        with aws_errors("CreateTrainingJob", request=request, region=self._region):
+            self._sagemaker.create_training_job(**request)
+
+    def _metric_series(self, job: dict[str, Any],
+                       metric_names: list[str]) -> list[dict[str, Any]]:
+        from ddpjob.sagemaker.metrics import cloudwatch_series
+
+        name = job["TrainingJobName"]
+        with aws_errors("GetMetricStatistics", job_name=name, region=self._region):
+            return cloudwatch_series(
+                self.boto_session.client("cloudwatch", region_name=self.region_name), job,
+                metric_names)
+
+    def _describe(self, job_name: str) -> dict[str, Any]:
         with aws_errors("DescribeTrainingJob", job_name=job_name, region=self._region):
             return self._sagemaker.describe_training_job(TrainingJobName=job_name)
 
-    def stop_training_job(self, job_name: str) -> None:
-        """Ask SageMaker to stop `job_name`; it ends `Stopped` after its hosts shut down."""
+    def _stop(self, job_name: str) -> None:
         with aws_errors("StopTrainingJob", job_name=job_name, region=self._region):
             self._sagemaker.stop_training_job(TrainingJobName=job_name)
 
-    # --- more of the SageMaker API, with clear errors ----------------------------------------
+    def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]:
+        return follow_logs(
+            self._logs_client, job_name,
+            lambda: self._describe(job_name)["TrainingJobStatus"],
+            follow=follow, polling=self.log_polling, region=self._region,
+        )
 
-    def create_training_job(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Send a CreateTrainingJob request as built by the estimator; return the response."""
-        require_role(request.get("RoleArn"))
-        with aws_errors("CreateTrainingJob", request=request, region=self._region):
-            return self._sagemaker.create_training_job(**request)
-
-    def list_training_jobs(self, **kwargs: Any) -> list[dict[str, Any]]:
-        """Every TrainingJobSummary that ListTrainingJobs returns for `kwargs` (all pages)."""
+    def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """See `BaseSession.list`."""
+        paging = {"PaginationConfig": {"MaxItems": max_results}} if max_results else {}
         with aws_errors("ListTrainingJobs", region=self._region):
-            pages = self._sagemaker.get_paginator("list_training_jobs").paginate(**kwargs)
+            pages = self._sagemaker.get_paginator("list_training_jobs").paginate(
+                **filters, **paging)
             return [job for page in pages for job in page["TrainingJobSummaries"]]
 
     # --- account, role and default bucket ----------------------------------------------------
@@ -178,15 +218,19 @@ class Session(BaseSession):
             return role
         return f"arn:{_partition(self._region)}:iam::{self.account_id()}:role/{role}"
 
-    def default_bucket(self) -> str:
-        """The bucket for code and outputs: `default_bucket`, or `sagemaker-<region>-<account>`.
+    def default_bucket_name(self) -> str:
+        """The bucket for code and outputs: `default_bucket`, or `sagemaker-<region>-<account>`
+        (only named here, not created)."""
+        return self._bucket_override or f"sagemaker-{self._region}-{self.account_id()}"
 
-        Created when missing, as the official SageMaker SDK does. A bucket of that name owned by
-        another account is refused rather than written to.
+    def default_bucket(self) -> str:
+        """The default bucket's name, created when missing, as the official SageMaker SDK does.
+
+        A bucket of that name owned by another account is refused rather than written to.
         """
         if self._default_bucket is None:
+            name = self.default_bucket_name()
             chosen_by_us = not self._bucket_override
-            name = self._bucket_override or f"sagemaker-{self._region}-{self.account_id()}"
             self._ensure_bucket(name, expected_owner=self.account_id() if chosen_by_us else None)
             self._default_bucket = name
         return self._default_bucket

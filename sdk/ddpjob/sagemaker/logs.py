@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpjob.aws_errors import aws_errors
-from ddpjob.base_session import TERMINAL_STATUSES
+from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.sagemaker.errors import aws_errors
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 _HOST = re.compile(r"algo-\d+")

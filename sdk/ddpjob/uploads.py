@@ -1,4 +1,8 @@
-"""What `fit` stores before it submits: the packed code and the local inputs of a job."""
+"""What `fit` stores before the job starts: the packed code and the local inputs of a job.
+
+`stage_job` is what the estimator hands to `session.submit` as its `stage`: it runs after the
+session has reserved the job name and before the job is scheduled.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from ddpjob import packaging, storage
+from ddpjob_runtime import storage
+
+from ddpjob import packaging
 from ddpjob.inputs import Channel
 
 logger = logging.getLogger(__name__)
@@ -20,15 +26,16 @@ def check_buckets(uris: Iterable[str | None]) -> None:
             storage.check_bucket(uri)
 
 
-def stage_code(source: packaging.SourceSpec, uri: str) -> None:
-    """Pack `source` and store it at `uri`, unless the same bytes are already there."""
+def stage_code(source: packaging.SourceSpec, uri: str, *, include_runtime: bool = False) -> None:
+    """Pack `source` (with `ddpjob_runtime` beside it when `include_runtime`: SageMaker's DLC
+    does not have it) and store it at `uri`, unless the same bytes are already there."""
     with tempfile.TemporaryDirectory(prefix="ddpjob-pack-") as tmp:
         archive = Path(tmp, packaging.ARCHIVE_NAME)
-        digest = packaging.pack(source, archive)
+        digest = packaging.pack(source, archive, include_runtime=include_runtime)
         if storage.content_sha256(uri) == digest:
             logger.info("source unchanged at %s, not uploaded again", uri)
             return
-        storage.upload_file(archive, uri, sha256=digest)
+        storage.upload_file(archive, uri, sha256=digest, progress=True)
         logger.info("uploaded source to %s", uri)
 
 
@@ -39,6 +46,7 @@ def stage_inputs(channels: Iterable[Channel]) -> None:
             continue
         uri = channel.config["DataSource"]["S3DataSource"]["S3Uri"]
         if channel.upload_from.is_dir():
-            storage.upload_dir(channel.upload_from, uri)
+            storage.upload_dir(channel.upload_from, uri, progress=True)
         else:
-            storage.upload_file(channel.upload_from, storage.join(uri, channel.upload_from.name))
+            storage.upload_file(channel.upload_from, storage.join(uri, channel.upload_from.name),
+                                progress=True)

@@ -94,28 +94,9 @@ def translate_client_error(
             **kwargs,
         )
     if code == "ResourceLimitExceeded":
-        resources = request.get("ResourceConfig", {})
-        asked = ""
-        if resources.get("InstanceType"):
-            asked = (f" for {resources.get('InstanceCount', 1)} x {resources['InstanceType']}"
-                     f" ('{resources['InstanceType']} for training job usage')")
-        return QuotaExceededError(
-            f"SageMaker quota exceeded{asked}{where}: {aws_message} Request a quota increase "
-            f"in the Service Quotas console (Amazon SageMaker), or use fewer instances "
-            f"(instance_count) or another instance_type",
-            **kwargs,
-        )
+        return _quota_exceeded(request, where, aws_message, kwargs)
     if code in ACCESS_DENIED_CODES:
-        action = _IAM_ACTION.search(aws_message)
-        needed = action.group(1) if action else f"sagemaker:{operation}"
-        role = request.get("RoleArn")
-        role_hint = (f"; and that you may pass role {role} to SageMaker (iam:PassRole)"
-                     if role else "")
-        return AccessDeniedError(
-            f"AWS denied {operation}{where}: {aws_message} Grant your AWS identity {needed}"
-            f"{role_hint}",
-            **kwargs,
-        )
+        return _access_denied(operation, request, where, aws_message, kwargs)
     if code in NOT_FOUND_CODES or (
         code == "ValidationException" and job_name and _NOT_FOUND_WORDS.search(aws_message)
     ):
@@ -138,6 +119,35 @@ def translate_client_error(
             **kwargs,
         )
     return AwsError(f"{operation} failed{where} ({code}): {aws_message}", **kwargs)
+
+
+def _quota_exceeded(request: Mapping[str, Any], where: str, aws_message: str,
+                    kwargs: dict[str, str]) -> QuotaExceededError:
+    resources = request.get("ResourceConfig", {})
+    asked = ""
+    if resources.get("InstanceType"):
+        asked = (f" for {resources.get('InstanceCount', 1)} x {resources['InstanceType']}"
+                 f" ('{resources['InstanceType']} for training job usage')")
+    return QuotaExceededError(
+        f"SageMaker quota exceeded{asked}{where}: {aws_message} Request a quota increase "
+        f"in the Service Quotas console (Amazon SageMaker), or use fewer instances "
+        f"(instance_count) or another instance_type",
+        **kwargs,
+    )
+
+
+def _access_denied(operation: str, request: Mapping[str, Any], where: str, aws_message: str,
+                   kwargs: dict[str, str]) -> AccessDeniedError:
+    action = _IAM_ACTION.search(aws_message)
+    needed = action.group(1) if action else f"sagemaker:{operation}"
+    role = request.get("RoleArn")
+    role_hint = (f"; and that you may pass role {role} to SageMaker (iam:PassRole)"
+                 if role else "")
+    return AccessDeniedError(
+        f"AWS denied {operation}{where}: {aws_message} Grant your AWS identity {needed}"
+        f"{role_hint}",
+        **kwargs,
+    )
 
 
 @contextmanager

@@ -1,8 +1,10 @@
-"""User hyperparameters: checked, then JSON-encoded exactly like the official SageMaker SDK.
+"""Hyperparameters: checked, JSON-encoded like the official SageMaker SDK, and decoded again.
 
 Every value is `json.dumps`'ed (`0.01` -> `"0.01"`, `"adam"` -> `"\\"adam\\""`, `True` ->
 `"true"`), so the runtime can `json.loads` it back into its type. SageMaker's limits (botocore's
-service model): at most 100 entries, names up to 256 characters, values up to 2,500.
+service model): at most 100 entries, names up to 256 characters, values up to 2,500. Each name
+also becomes an environment variable (`SM_HP_<NAME>`), so it cannot hold '=' or NUL.
+The client encodes and checks (`check_user_hyperparameters`); the runtime decodes.
 """
 
 from __future__ import annotations
@@ -11,10 +13,26 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob.errors import UserInputError
+from ddpjob_runtime import contract
+from ddpjob_runtime.errors import UserInputError
 
-MAX_ENTRIES, MAX_NAME, MAX_VALUE = 100, 256, 2500
-RESERVED_PREFIXES = ("sagemaker_", "ddpjob_")
+MAX_ENTRIES = contract.MAX_HYPERPARAMETERS
+MAX_NAME = contract.MAX_HYPERPARAMETER_NAME
+MAX_VALUE = contract.MAX_HYPERPARAMETER_VALUE
+
+
+def is_reserved(name: str) -> bool:
+    """Whether a hyperparameter belongs to the platform/runtime rather than to the user's script."""
+    return name.startswith(contract.RESERVED_PREFIXES)
+
+
+def name_problem(name: object) -> str | None:
+    """Why `name` cannot be a hyperparameter name (it must become an env var), or None."""
+    if not isinstance(name, str) or not name:
+        return "names must be non-empty strings"
+    if "=" in name or "\x00" in name:
+        return "names cannot contain '=' or NUL (each becomes an environment variable SM_HP_<NAME>)"
+    return None
 
 
 def encode(values: Mapping[str, Any]) -> dict[str, str]:
@@ -44,9 +62,10 @@ def check_user_hyperparameters(hyperparameters: Any) -> dict[str, str]:
         )
     encoded: dict[str, str] = {}
     for name, value in hyperparameters.items():
-        if not isinstance(name, str) or not name:
-            raise UserInputError(f"hyperparameters: names must be non-empty strings, got {name!r}")
-        if name.startswith(RESERVED_PREFIXES):
+        problem = name_problem(name)
+        if problem:
+            raise UserInputError(f"hyperparameters: {problem}, got {name!r}")
+        if is_reserved(name):
             raise UserInputError(
                 f"hyperparameters: {name!r} is reserved (names starting with sagemaker_ or "
                 f"ddpjob_ are set by ddpjob); rename it"

@@ -1,0 +1,85 @@
+"""Bring the channels that platform.json names into `input/data/<channel>` (local mode only).
+
+A channel is either a URI (`"s3://…"`, `"file://…"`: downloaded here, `S3Prefix` semantics) or
+`{"staged": "/abs/folder"}`: the platform staged it once for the whole job as read-only files,
+and this host hard-links them (same names, same tree), so every host sees the same bytes at the
+cost of one copy. A host may delete or replace its own links; writing into a staged file fails.
+Under real SageMaker there is no platform.json and nothing here runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime import fsutil
+from ddpjob_runtime.errors import RuntimeContractError
+
+log = logging.getLogger(__name__)
+
+_PR_CAPBSET_DROP = 24
+# Root writes through a file's mode with it; without it a staged 0444 file is read-only for
+# root too (the workers are started after the drop, so they never hold it).
+_CAP_DAC_OVERRIDE = 1
+
+
+def stage(channels: dict[str, Any], channel_dir: Callable[[str], Path]) -> None:
+    """Bring each channel of platform.json's `channels` into `channel_dir(name)`."""
+    staged = False
+    for name, spec in channels.items():
+        dest = Path(channel_dir(name))
+        if isinstance(spec, dict) and isinstance(spec.get("staged"), str):
+            log.info("linking channel %s from %s", name, spec["staged"])
+            link_tree(Path(spec["staged"]), dest)
+            staged = True
+        elif isinstance(spec, str):
+            from ddpjob_runtime import storage  # boto3 only when needed
+
+            log.info("staging channel %s from %s", name, spec)
+            storage.download_prefix(spec, dest)
+        else:
+            raise RuntimeContractError(
+                f"platform.json: channel {name!r} must be a URI or {{\"staged\": \"/abs/folder\"}}"
+                f", got {spec!r}")
+    if staged and os.geteuid() == 0:
+        _keep_root_out()
+
+
+def link_tree(src: Path, dest: Path) -> int:
+    """Hard-link every file under `src` into `dest` (created; folders are this host's own).
+    Copies where a link is impossible (another file system). Returns the number of files."""
+    if not src.is_dir():
+        raise RuntimeContractError(f"platform.json: staged channel folder {src} does not exist")
+    count = 0
+    for folder, _, files in os.walk(src):
+        here = dest / Path(folder).relative_to(src)
+        here.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            target = here / name
+            target.unlink(missing_ok=True)  # a restarted host links afresh
+            try:
+                os.link(Path(folder) / name, target)
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+                    raise
+                fsutil.copy_file(Path(folder) / name, target, mode=0o444)  # as if linked
+            count += 1
+    return count
+
+
+def _keep_root_out() -> None:
+    """Drop CAP_DAC_OVERRIDE from what this host's workers may hold: as root they would
+    otherwise write through the staged files' read-only mode into every host's view. Best
+    effort: without CAP_SETPCAP the mode alone protects the files (from non-root processes)."""
+    with contextlib.suppress(AttributeError, OSError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE, 0, 0, 0) != 0:
+            log.warning("running as root without CAP_SETPCAP: the staged channels are "
+                        "read-only only for non-root processes (%s)",
+                        os.strerror(ctypes.get_errno()))

@@ -1,0 +1,62 @@
+"""The names of the container contract, spelled once (as sagemaker-training's `params.py`).
+
+Client and runtime import these instead of repeating the strings: hyperparameter names the
+platform injects, environment variables, config file and folder names under the job root,
+host phases, the job-name pattern and SageMaker's limits.
+"""
+
+from __future__ import annotations
+
+import re
+
+# ---------------------------------------------------------------- job root and its files
+DEFAULT_ROOT = "/opt/ml"
+INPUT_DIR, CONFIG_DIR, DATA_DIR = "input", "input/config", "input/data"
+CODE_DIR, MODEL_DIR, OUTPUT_DIR, CHECKPOINTS_DIR = "code", "model", "output", "checkpoints"
+HYPERPARAMETERS_FILE = "hyperparameters.json"
+RESOURCE_CONFIG_FILE = "resourceconfig.json"
+INPUT_DATA_CONFIG_FILE = "inputdataconfig.json"
+CHECKPOINT_CONFIG_FILE = "checkpointconfig.json"
+PLATFORM_FILE = "platform.json"  # ddpjob's own: addresses, status file, what to stage
+SOURCE_ARCHIVE = "sourcedir.tar.gz"
+
+# ---------------------------------------------------------------- hyperparameters
+# Names starting with these belong to the platform and the runtime, never to the user's script.
+RESERVED_PREFIXES = ("sagemaker_", "ddpjob_")
+PROGRAM = "sagemaker_program"
+SUBMIT_DIRECTORY = "sagemaker_submit_directory"
+CONTAINER_LOG_LEVEL = "sagemaker_container_log_level"
+JOB_NAME = "sagemaker_job_name"
+REGION = "sagemaker_region"
+TORCH_DISTRIBUTED = "sagemaker_torch_distributed_enabled"
+PYTORCH_DDP = "sagemaker_pytorch_ddp_enabled"
+SMDDP = "sagemaker_distributed_dataparallel_enabled"
+SMDDP_MPI_OPTIONS = "sagemaker_distributed_dataparallel_custom_mpi_options"
+MPI = "sagemaker_mpi_enabled"
+MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
+MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
+INSTANCE_TYPE = "sagemaker_instance_type"
+PROCESSES_PER_HOST = "ddpjob_processes_per_host"
+MAX_RESTARTS = "ddpjob_max_restarts"  # worker restarts torchrun may do
+
+# ---------------------------------------------------------------- environment variables
+ENV_ROOT = "SAGEMAKER_BASE_DIR"
+ENV_TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
+ENV_CHECKPOINT_DIR = "DDPJOB_CHECKPOINT_DIR"
+ENV_CHECKPOINT_URI = "DDPJOB_CHECKPOINT_URI"
+ENV_FAILURE_DIR = "DDPJOB_FAILURE_DIR"
+ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
+ENV_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"  # torchrun's attempt number, 0 first
+ENV_S3_MULTIPART_THRESHOLD = "DDPJOB_S3_MULTIPART_THRESHOLD"
+ENV_S3_MULTIPART_CHUNKSIZE = "DDPJOB_S3_MULTIPART_CHUNKSIZE"
+ENV_S3_MAX_CONCURRENCY = "DDPJOB_S3_MAX_CONCURRENCY"
+
+# ---------------------------------------------------------------- host phases, in order
+HOST_PHASES = ("Starting", "Downloading", "Training", "Uploading", "Done")
+REPORTED_PHASES = HOST_PHASES[1:4]  # the ones the runtime writes to its status file
+
+# ---------------------------------------------------------------- names and limits
+MAX_JOB_NAME = 63
+JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+MAX_HYPERPARAMETERS, MAX_HYPERPARAMETER_NAME, MAX_HYPERPARAMETER_VALUE = 100, 256, 2500
+MAX_RESTARTS_LIMIT = 100

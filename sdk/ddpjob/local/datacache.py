@@ -1,0 +1,228 @@
+"""The cache of `s3://` objects that local jobs share: `<home>/cache/`.
+
+    entries/<hh>/<hash>        complete objects, read-only (0444); jobs hard-link them
+    locks/<hh>/<hash>.lock     held (fcntl) by the one process downloading that entry
+    tmp/<hash>.<id>.part*      downloads in progress, renamed into entries/ once complete
+
+`<hash>` is the sha256 of (bucket, key, size, ETag) from the listing, so a changed object is a
+new entry. An entry exists only once it is complete: a killed download leaves a `.part` file
+that nothing trusts (eviction removes it once no process holds its lock). An entry whose link
+count is above 1 is linked into a job's staged channel: in use, never evicted. Least recently
+used entries (by mtime, touched on every use) go first when the cache is over its limit
+(`DDPJOB_CACHE_MAX_GB`, default 20).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ddpjob_runtime import storage
+from ddpjob_runtime.storage import Listing, ObjectInfo
+
+from ddpjob.errors import UserInputError
+
+log = logging.getLogger(__name__)
+
+MAX_GB_ENV = "DDPJOB_CACHE_MAX_GB"
+DEFAULT_MAX_GB = 20.0
+READ_ONLY = 0o444
+# Locks held at once while filling the cache (one open file each: stay far below `ulimit -n`).
+BATCH = 256
+
+
+def max_bytes() -> int:
+    """The cache's size limit: `$DDPJOB_CACHE_MAX_GB` (a number >= 0), else 20 GB."""
+    text = os.environ.get(MAX_GB_ENV) or str(DEFAULT_MAX_GB)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UserInputError(f"{MAX_GB_ENV} must be a number of GB >= 0, got {text!r}")
+    return int(value * 1e9)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """Where each listed object is in the cache, and how many had to be downloaded."""
+
+    paths: list[Path]
+    downloaded: int
+    downloaded_bytes: int
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What `ddpjob cache info` shows."""
+
+    root: Path
+    entries: int
+    size: int
+    in_use: int
+    in_use_size: int
+    max_size: int
+
+
+class DataCache:
+    """The object cache under `root` (`<home>/cache`)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.entries, self.locks, self.tmp = (self.root / n for n in ("entries", "locks", "tmp"))
+
+    def _name(self, folder: str, obj: ObjectInfo) -> str:
+        """The entry name of `obj`, listed under the folder URI `folder`."""
+        where = storage.parse(folder)
+        return hashlib.sha256(
+            "\0".join((where.bucket, where.key + obj.key, str(obj.size), obj.etag or "")).encode()
+        ).hexdigest()
+
+    def _entry(self, name: str) -> Path:
+        return self.entries / name[:2] / name
+
+    def _lock(self, name: str) -> Path:
+        return self.locks / name[:2] / f"{name}.lock"
+
+    def fetch(self, listing: Listing) -> Fetched:
+        """The entry of every object of an S3 `listing`, downloading each missing one exactly
+        once across processes (another process's download in progress is waited for)."""
+        names = [self._name(listing.folder, o) for o in listing.objects]
+        missing = [(o, n) for o, n in zip(listing.objects, names, strict=True)
+                   if not self._trusted(o, n)]
+        done: list[tuple[ObjectInfo, str]] = []
+        for i in range(0, len(missing), BATCH):
+            done += self._fill(listing.folder, missing[i:i + BATCH])
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.utime(self._entry(name))  # most recently used
+        return Fetched([self._entry(n) for n in names], len(done), sum(o.size for o, _ in done))
+
+    def _trusted(self, obj: ObjectInfo, name: str) -> bool:
+        try:
+            return self._entry(name).stat().st_size == obj.size
+        except FileNotFoundError:
+            return False
+
+    def _fill(
+        self, folder: str, batch: list[tuple[ObjectInfo, str]]
+    ) -> list[tuple[ObjectInfo, str]]:
+        """Download the entries of `batch` this process gets the lock of; then wait for the ones
+        another process is downloading (and download them if it died). What it downloaded."""
+        mine, theirs = [], []
+        with contextlib.ExitStack() as held:
+            for obj, name in batch:
+                f = held.enter_context(self._open_lock(name))
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    theirs.append((obj, name))
+                    continue
+                if not self._trusted(obj, name):  # it may have arrived since we looked
+                    mine.append((obj, name))
+            self._download(folder, mine)
+        # Our locks are released before we wait on theirs: two jobs never wait on each other.
+        for obj, name in theirs:
+            with self._open_lock(name) as f:
+                fcntl.flock(f, fcntl.LOCK_EX)  # until the other process is done (or dead)
+                if not self._trusted(obj, name):
+                    self._download(folder, [(obj, name)])
+                    mine.append((obj, name))
+        return mine
+
+    def _open_lock(self, name: str):
+        lock = self._lock(name)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        return open(lock, "a")
+
+    def _download(self, folder: str, items: list[tuple[ObjectInfo, str]]) -> None:
+        """Download to temp names, then rename each complete file into place (read-only).
+        Not `fsutil.atomic_open`: s3transfer writes the files itself, and a temp name must
+        start with the entry's name, for `_remove_abandoned` to find its lock."""
+        if not items:
+            return
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        temps = [self.tmp / f"{name}.{uuid.uuid4().hex[:8]}.part" for _, name in items]
+        try:
+            pairs = [(obj, temp) for (obj, _), temp in zip(items, temps, strict=True)]
+            storage.download_objects(folder, pairs)
+            for (_, name), temp in zip(items, temps, strict=True):
+                os.chmod(temp, READ_ONLY)
+                self._entry(name).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(temp, self._entry(name))
+        finally:
+            for temp in temps:
+                temp.unlink(missing_ok=True)
+
+    # --- size -----------------------------------------------------------------------------
+
+    def _scan(self) -> Iterator[tuple[Path, os.stat_result]]:
+        if not self.entries.is_dir():
+            return
+        for group in os.scandir(self.entries):
+            for entry in os.scandir(group.path):
+                with contextlib.suppress(FileNotFoundError):
+                    yield Path(entry.path), entry.stat()
+
+    def info(self, limit: int | None = None) -> CacheInfo:
+        """Entries, bytes, and how many are in use by a job's staged channel."""
+        stats = [st for _, st in self._scan()]
+        used = [st for st in stats if st.st_nlink > 1]
+        return CacheInfo(self.root, len(stats), sum(st.st_size for st in stats), len(used),
+                         sum(st.st_size for st in used), max_bytes() if limit is None else limit)
+
+    def evict(self, limit: int) -> int:
+        """Remove least recently used entries not in use until at most `limit` bytes remain
+        (entries in use stay, even above the limit); also abandoned downloads. Bytes freed."""
+        self._remove_abandoned()
+        found = sorted(self._scan(), key=lambda item: item[1].st_mtime)
+        total, freed = sum(st.st_size for _, st in found), 0
+        for path, st in found:
+            if total - freed <= limit:
+                break
+            if st.st_nlink > 1 or not self._remove_unused(path):
+                continue
+            freed += st.st_size
+        if freed:
+            log.info("cache: evicted %s (limit %s)", human_bytes(freed), human_bytes(limit))
+        return freed
+
+    def _remove_unused(self, path: Path) -> bool:
+        """Remove entry `path` unless it is being written or linked (checked under its lock)."""
+        with self._open_lock(path.name) as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                if path.stat().st_nlink == 1:
+                    path.unlink()
+                    return True
+        return False
+
+    def _remove_abandoned(self) -> None:
+        """`.part` files whose writer is gone (nobody holds the entry's lock)."""
+        if not self.tmp.is_dir():
+            return
+        for part in self.tmp.glob("*.part*"):  # ours, and s3transfer's own temp names
+            with self._open_lock(part.name.split(".", 1)[0]) as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue
+                part.unlink(missing_ok=True)
+
+
+def human_bytes(size: int) -> str:
+    """`2.1 GB`, `340 MB`, `12 kB`, `5 B` (decimal units, as S3 consoles show)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"

@@ -1,0 +1,143 @@
+"""Start, watch and end the simulated hosts of one local job: one `ddpjob-train` each."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime import processes
+
+from ddpjob.local import dlc_host, gpus, hostroot, proctree
+
+log = logging.getLogger("ddpjob.local.supervisor")
+
+# The runtime gives its workers 5 s after a SIGTERM; then we SIGKILL whatever is left.
+STOP_GRACE_S = 10.0
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now (the rendezvous port)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def train_command() -> list[str]:
+    """The runtime's entry point: the `ddpjob-train` installed beside this Python, else on PATH."""
+    beside = Path(sys.executable).parent / "ddpjob-train"
+    found = str(beside) if beside.exists() else shutil.which("ddpjob-train")
+    if found is None:
+        raise RuntimeError(
+            "ddpjob-train (the ddpjob runtime) is not installed in this Python environment: "
+            "pip install ddpjob"
+        )
+    return [found]
+
+
+def read_status(path: Path) -> dict[str, Any]:
+    """What a host's runtime last wrote to its status file ({} until it wrote one)."""
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return status if isinstance(status, dict) else {}
+
+
+class Hosts:
+    """The host processes of the job in `job_dir`, as asked for by `request`."""
+
+    def __init__(self, request: dict[str, Any], job_dir: Path):
+        self.request, self.job_dir = request, job_dir
+        self.names = hostroot.host_names(request)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.kill_at: float | None = None
+        self.exited_at: dict[str, float] = {}  # when each host was first seen ended
+
+    def _env(self, root: Path, gpu_ids: list[str]) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.request.get("Environment") or {})
+        env["SAGEMAKER_BASE_DIR"] = str(root)
+        env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)  # "" for `local`: CPU and gloo
+        return env
+
+    def start(self, staged: dict[str, dict[str, Any]] | None = None) -> dict[str, int]:
+        """Render each host's root (with what `staging` staged for it) and start its runtime;
+        returns host -> pid."""
+        command, port = train_command(), free_port()
+        if self.request["ResourceConfig"]["InstanceType"] == "local_gpu":
+            slices = gpus.split(gpus.visible_gpus(), len(self.names))
+        else:
+            slices = [[] for _ in self.names]
+        (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
+        for host, gpu_ids in zip(self.names, slices, strict=True):
+            root = hostroot.prepare(self.request, host, port, self.job_dir,
+                                    (staged or {}).get(host))
+            host_command = dlc_host.host_command(self.request, self.job_dir, host) or command
+            with open(self.log_file(host), "ab") as out:
+                self.procs[host] = subprocess.Popen(
+                    host_command, cwd=root, env=self._env(root, gpu_ids),
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True, preexec_fn=processes.ends_with_this_process(),
+                )  # fmt: skip
+            log.info("started %s (pid %d): %s", host, self.procs[host].pid, root)
+        return {host: proc.pid for host, proc in self.procs.items()}
+
+    def log_file(self, host: str) -> Path:
+        """Where everything `host` prints goes."""
+        return self.job_dir / "logs" / f"{host}.log"
+
+    def phases(self) -> dict[str, str]:
+        """host -> the phase its runtime last wrote ("Starting" until it wrote one)."""
+        return {h: str(read_status(hostroot.status_file(self.job_dir, h)).get("phase", "Starting"))
+                for h in self.names}
+
+    def messages(self) -> set[str]:
+        """The messages the hosts' runtimes last wrote beside their phase (worker restarts)."""
+        found = (read_status(hostroot.status_file(self.job_dir, h)).get("message")
+                 for h in self.names)
+        return {m for m in found if isinstance(m, str)}
+
+    def exit_codes(self) -> dict[str, int | None]:
+        """host -> exit code, None while it runs."""
+        codes = {host: proc.poll() for host, proc in self.procs.items()}
+        for host in (h for h, code in codes.items() if code is not None):
+            self.exited_at.setdefault(host, time.time())  # a killed host writes no time itself
+        return codes
+
+    def terminate(self) -> None:
+        """Ask every host to stop (SIGTERM, which the runtime forwards to its workers)."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+        self.kill_at = time.monotonic() + STOP_GRACE_S
+
+    def kill_if_overdue(self) -> None:
+        """SIGKILL everything below the supervisor once the grace after `terminate` is over."""
+        if self.kill_at is not None and time.monotonic() > self.kill_at:
+            log.warning("hosts still running %.0f s after SIGTERM: SIGKILL", STOP_GRACE_S)
+            proctree.signal_all(proctree.descendants(os.getpid()), signal.SIGKILL)
+            self.kill_at = None
+
+    def end_all(self) -> None:
+        """Wait for the hosts (SIGKILL after the grace), then end any process left below us."""
+        for proc in self.procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=STOP_GRACE_S)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        proctree.end_descendants(grace_s=2.0)
+        for host in self.names:  # what a killed host could not remove itself
+            shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)

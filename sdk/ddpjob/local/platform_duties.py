@@ -1,0 +1,130 @@
+"""What SageMaker itself does around a training container, done on this machine for a host that
+runs SageMaker's own PyTorch container (its toolkit does none of it).
+
+Before the toolkit starts: the config files under `input/config` (with loopback addresses as host
+names, which the toolkit resolves and torchrun connects to), every channel staged into
+`input/data/<channel>`, and everything under `CheckpointConfig.S3Uri` brought down into the
+checkpoint folder. While it runs: new or changed files of the checkpoint folder uploaded to
+`S3Uri`. After it ends: a last checkpoint upload and, from the first host, `model/` and
+`output/data/` as `model.tar.gz` / `output.tar.gz` under `<S3OutputPath>/<job>/output/`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime import storage
+from ddpjob_runtime.environment import checkpoint_local_dir
+from ddpjob_runtime.errors import ObjectNotFoundError
+
+from ddpjob.local import hostroot
+
+log = logging.getLogger(__name__)
+
+SUBMIT_DIR = "sagemaker_submit_directory"
+
+
+def host_address(index: int) -> str:
+    """The loopback address that names host `index` (0-based): 127.0.0.1, 127.0.0.2, …"""
+    if not 0 <= index < 254:
+        raise ValueError(f"at most 254 hosts on loopback, got host index {index}")
+    return f"127.0.0.{index + 1}"
+
+
+def address_of(request: dict[str, Any], host: str) -> str:
+    """The loopback address of `host` (`algo-N`) in the job of `request`."""
+    return host_address(hostroot.host_names(request).index(host))
+
+
+def config_files(request: dict[str, Any], host: str, job_dir: Path) -> dict[str, Any]:
+    """`{file under input/config: content}` as SageMaker writes them for `host`, with loopback
+    addresses for host names and a file:// code URI made a path (the toolkit reads paths)."""
+    files = hostroot.config_files(request, host, 0, job_dir)
+    del files["platform.json"]  # ddpjob's own runtime is not there
+    addresses = [host_address(i) for i in range(len(hostroot.host_names(request)))]
+    resources = files["resourceconfig.json"]
+    resources["current_host"] = address_of(request, host)
+    resources["hosts"] = addresses
+    resources["instance_groups"][0]["hosts"] = addresses
+    hyperparameters = dict(files["hyperparameters.json"])
+    if SUBMIT_DIR in hyperparameters:
+        uri = json.loads(hyperparameters[SUBMIT_DIR])
+        location = storage.parse(uri, argument=SUBMIT_DIR)
+        if not location.is_s3:
+            hyperparameters[SUBMIT_DIR] = json.dumps(str(location.path))
+    files["hyperparameters.json"] = hyperparameters
+    return files
+
+
+def write_config(request: dict[str, Any], host: str, root: Path, job_dir: Path) -> None:
+    """Write `host`'s config files under `root/input/config` (replacing what is there)."""
+    config = root / "input" / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "platform.json").unlink(missing_ok=True)
+    for name, content in config_files(request, host, job_dir).items():
+        (config / name).write_text(json.dumps(content, indent=1))
+
+
+def stage_channels(request: dict[str, Any], root: Path) -> None:
+    """Every channel's S3Prefix into `input/data/<channel>`, relative paths kept."""
+    for channel in request.get("InputDataConfig") or []:
+        name, uri = channel["ChannelName"], channel["DataSource"]["S3DataSource"]["S3Uri"]
+        log.info("staging channel %s from %s", name, uri)
+        storage.download_prefix(uri, root / "input" / "data" / name)
+
+
+class CheckpointSync:
+    """SageMaker's checkpoint sync between a host's checkpoint folder and CheckpointConfig.S3Uri:
+    all of S3Uri down before the job, new or changed files up while and after it runs."""
+
+    def __init__(self, request: dict[str, Any], root: Path):
+        config = request.get("CheckpointConfig") or {}
+        self.uri: str | None = config.get("S3Uri")
+        self.folder = checkpoint_local_dir(root, config)
+        self._sent: dict[str, tuple[int, int]] = {}
+
+    def _files(self) -> dict[str, tuple[int, int]]:
+        found = {}
+        for path in sorted(self.folder.rglob("*")) if self.folder.is_dir() else []:
+            if path.is_file():
+                stat = path.stat()
+                found[path.relative_to(self.folder).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+        return found
+
+    def download(self) -> None:
+        """Bring everything under S3Uri down (the files then count as already uploaded)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not self.uri or not storage.list_objects(self.uri):
+            return
+        log.info("restoring checkpoints from %s into %s", self.uri, self.folder)
+        storage.download_prefix(self.uri, self.folder)
+        self._sent = self._files()
+
+    def upload(self) -> int:
+        """Upload the files that are new or changed since the last call; how many."""
+        if not self.uri:
+            return 0
+        files = self._files()
+        changed = [rel for rel, seen in files.items() if self._sent.get(rel) != seen]
+        for rel in changed:
+            try:
+                storage.upload_file(self.folder / rel, storage.join(self.uri, rel))
+            except ObjectNotFoundError:  # replaced or removed meanwhile: the next round sees it
+                files.pop(rel)
+                continue
+            self._sent[rel] = files[rel]
+        return len(changed)
+
+
+def upload_results(request: dict[str, Any], host: str, root: Path) -> None:
+    """From the first host: `model/` and `output/data/` as tar.gz under the job's output path."""
+    if hostroot.host_names(request).index(host) != 0:
+        return
+    from ddpjob_runtime.bootstrap import upload_results as upload
+
+    prefix = storage.join(request["OutputDataConfig"]["S3OutputPath"],
+                          request["TrainingJobName"], "output")
+    upload(root / "model", root / "output" / "data", prefix)
