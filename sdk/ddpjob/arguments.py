@@ -183,6 +183,18 @@ ROWS: tuple[Argument, ...] = (
 )
 BY_NAME = {row.name: row for row in ROWS}
 
+#: The parameters of `Estimator` and `PyTorch` that are not rows and that a job spec (YAML) can
+#: hold: no session, and no argument that only takes an official SDK object (compiler_config).
+PARAMETERS = frozenset({
+    "entry_point", "source_dir", "dependencies", "git_config", "hyperparameters",
+    "instance_count", "instance_type", "distribution", "role", "image_uri", "output_path",
+    "code_location", "base_job_name", "environment", "max_run", "checkpoint_s3_uri", "tags",
+    "use_spot_instances", "max_wait", "max_retry_attempts", "container_log_level",
+    "framework_version", "py_version",
+})
+#: Every estimator argument a job spec may name: the parameters and the table's rows.
+SPEC_KEYS = PARAMETERS | frozenset(BY_NAME)
+
 #: The official SDK's v1 names -> v2 names (`sagemaker.deprecations.renamed_kwargs`).
 RENAMED = {
     "train_instance_count": "instance_count",

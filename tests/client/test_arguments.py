@@ -183,3 +183,18 @@ def test_half_a_vpc_is_refused(make: Any) -> None:
 def test_unknown_member_type_is_refused(make: Any) -> None:
     with pytest.raises(UserInputError, match="tensorboard_output_config must be the official"):
         make(tensorboard_output_config="s3://bucket/tb")
+
+
+def test_a_job_spec_takes_every_estimator_argument() -> None:
+    """The CLI's spec keys are the estimators' parameters (a session and SDK objects aside)
+    plus every row of the table."""
+    import inspect
+
+    from ddpjob import Estimator
+    from ddpjob.config import SPEC_ESTIMATOR_KEYS
+
+    parameters = {**inspect.signature(Estimator.__init__).parameters,
+                  **inspect.signature(PyTorch.__init__).parameters}
+    named = {name for name, p in parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD}
+    assert named - {"self", "session", "compiler_config"} == arguments.PARAMETERS
+    assert arguments.PARAMETERS | set(arguments.BY_NAME) == SPEC_ESTIMATOR_KEYS

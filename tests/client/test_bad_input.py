@@ -218,6 +218,11 @@ AWS_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
      r"s3://no-such-bucket-xyz/out failed: no such bucket"),
     ("hp-too-many", {"hyperparameters": {f"h{i}": i for i in range(96)}}, {},
      r"at most 100"),
+    ("max-restarts-on-dlc", {"image_uri": None,
+                             "distribution": {**TORCHRUN, "max_restarts": 2}}, {},
+     r"distribution: max_restarts needs ddpjob's launcher .* SageMaker's PyTorch container"),
+    ("runtime-name-taken-on-dlc", {"image_uri": None, "source_dir": "RUNTIME_CLASH"}, {},
+     r"is named like ddpjob's runtime"),
 ]
 
 
@@ -231,6 +236,9 @@ def test_aws_bad_input(case: str, changes: dict, fit_kwargs: dict | None, match:
               "instance_count": 2, "distribution": TORCHRUN, "session": aws_session,
               "role": ROLE, "image_uri": IMAGE, "output_path": f"s3://{s3_bucket}/out",
               **changes}
+    if kwargs["source_dir"] == "RUNTIME_CLASH":  # the code has its own ddpjob_runtime folder
+        (src / "ddpjob_runtime").mkdir()
+        kwargs["source_dir"] = str(src)
     if kwargs["session"] == "MARS":
         from ddpjob.sagemaker.session import Session
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 import boto3
 from ddpjob import PyTorch
+from ddpjob.sagemaker.session import Session
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cuda"
@@ -77,6 +79,11 @@ def test_fit_on_the_dlc_submits_the_official_image(src: Path, aws_session: Any,
                         distribution={"torch_distributed": {"enabled": True}},
                         output_path=f"s3://{s3_bucket}/out")
     estimator.fit(wait=False, logs="None", job_name="fit-aws-dlc")
+    code = boto3.client("s3").get_object(Bucket=s3_bucket,
+                                         Key="out/fit-aws-dlc/source/sourcedir.tar.gz")
+    with tarfile.open(fileobj=io.BytesIO(code["Body"].read())) as tar:
+        names = tar.getnames()  # the DLC lacks ddpjob: its runtime travels with the code
+    assert {"train.py", "ddpjob_runtime/__init__.py", "ddpjob_runtime/checkpoints.py"} <= set(names)
     described = estimator.describe()
     assert described["AlgorithmSpecification"]["TrainingImage"] == \
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312"
@@ -84,3 +91,17 @@ def test_fit_on_the_dlc_submits_the_official_image(src: Path, aws_session: Any,
     attached = PyTorch.attach("fit-aws-dlc", sagemaker_session=aws_session, wait=False)
     assert attached.uses_dlc
     assert attached.distribution == {"torch_distributed": {"enabled": True}}
+
+
+def test_the_dry_run_names_the_default_bucket_and_creates_nothing(src: Path, aws_env: str,
+                                                                  moto_probe: Any) -> None:
+    session = Session(default_bucket=f"ddpjob-dry-{uuid.uuid4().hex[:12]}")
+    buckets_before = moto_probe.buckets()
+    request = PyTorch(entry_point="train.py", source_dir=src, instance_type="ml.m5.xlarge",
+                      role=ROLE, sagemaker_session=session).training_job_request(
+        str(src), job_name="dry-1")
+    root = session.default_output_path()
+    assert request["OutputDataConfig"]["S3OutputPath"] == root
+    assert request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == \
+        f"{root}dry-1/input/training/"
+    assert moto_probe.buckets() == buckets_before
