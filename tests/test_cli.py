@@ -356,6 +356,35 @@ def test_spec_inputs_merge_with_input_flags(home: Path, tmp_path: Path,
     assert_nothing_local(home)
 
 
+def test_spec_takes_the_estimators_table_arguments(home: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    spec = write_yaml(tmp_path / "job.yaml", {
+        "entry_point": str(NOOP), "job_name": "table-spec",
+        "metric_definitions": [{"Name": "loss", "Regex": "loss=([0-9.]+)"}],
+        "disable_output_compression": True, "checkpoint_local_path": "/opt/ml/ckpt",
+        "checkpoint_s3_uri": str(tmp_path / "ckpt"),
+        "distribution": {"torch_distributed": {"enabled": True}, "max_restarts": 2}})
+    request = _dry_run(capsys, "-f", str(spec))
+    assert request["AlgorithmSpecification"]["MetricDefinitions"] == [
+        {"Name": "loss", "Regex": "loss=([0-9.]+)"}]
+    assert request["OutputDataConfig"]["CompressionType"] == "NONE"
+    assert request["CheckpointConfig"]["LocalPath"] == "/opt/ml/ckpt"
+    assert request["HyperParameters"]["ddpjob_max_restarts"] == "2"
+    assert_nothing_local(home)
+
+
+def test_spec_code_paths_with_git_config_stay_inside_the_repository(tmp_path: Path) -> None:
+    from ddpjob.config import load_spec
+
+    spec = write_yaml(tmp_path / "job.yaml", {
+        "entry_point": "train.py", "source_dir": "src",
+        "git_config": {"repo": "https://github.com/aws/amazon-sagemaker-examples.git"}})
+    assert load_spec(spec)["source_dir"] == "src"
+    assert load_spec(write_yaml(tmp_path / "j2.yaml", {"entry_point": "train.py",
+                                                        "source_dir": "src"}))[
+        "source_dir"] == str(tmp_path / "src")
+
+
 @pytest.mark.parametrize(("flag", "instance_type", "config", "expected"), [
     (None, None, Config(), ("local", "local")),
     ("sagemaker", None, Config(instance_type="ml.g5.xlarge"), ("sagemaker", "ml.g5.xlarge")),
@@ -655,7 +684,8 @@ SAGEMAKER_BAD_INPUT: list[tuple[str, dict[str, Any], dict[str, Any], list[str], 
      ["a role is required for SageMaker jobs"]),
     ("bad-role", {}, {}, ["--role", "admin role"],
      ["role 'admin role' is neither an IAM role ARN nor a role name"]),
-    ("no-image", {}, {"image_uri": None}, [], ["image_uri is required for SageMaker jobs"]),
+    ("unknown-framework-version", {}, {"image_uri": None, "framework_version": "0.1"}, [],
+     ["framework_version '0.1' has no SageMaker training container; available:"]),
     ("local-output-path", {}, {}, ["--output-path", "/tmp/out"],
      ["output_path '/tmp/out'", "SageMaker jobs need an s3:// URI"]),
     ("no-instance-type", {"instance_type": None}, {}, [],

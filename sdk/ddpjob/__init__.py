@@ -12,19 +12,27 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Estimator": "ddpjob.estimator",
-    "PyTorch": "ddpjob.estimator",
+    "HuggingFace": "ddpjob.huggingface",
+    "PyTorch": "ddpjob.pytorch",
+    "TrainingInput": "ddpjob.training_input",
+    "TrainingJobAnalytics": "ddpjob.analytics",
     "LocalSession": "ddpjob.local.session",
     "Session": "ddpjob.sagemaker.session",
     "get_execution_role": "ddpjob.sagemaker.execution_role",
 }
 
-__all__ = ["Estimator", "LocalSession", "PyTorch", "Session", "get_execution_role"]
+__all__ = ["Estimator", "HuggingFace", "LocalSession", "PyTorch", "Session", "TrainingInput",
+           "TrainingJobAnalytics", "get_execution_role"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.estimator import Estimator, PyTorch
+    from ddpjob.analytics import TrainingJobAnalytics
+    from ddpjob.estimator import Estimator
+    from ddpjob.huggingface import HuggingFace
     from ddpjob.local.session import LocalSession
+    from ddpjob.pytorch import PyTorch
     from ddpjob.sagemaker.execution_role import get_execution_role
     from ddpjob.sagemaker.session import Session
+    from ddpjob.training_input import TrainingInput
 
 
 def __getattr__(name: str) -> Any:

@@ -239,7 +239,7 @@ def _require_role(kwargs: dict[str, Any], config: Config) -> None:
 
 
 def _run(args: argparse.Namespace, config: Config) -> int:
-    from ddpjob.estimator import PyTorch
+    from ddpjob.pytorch import PyTorch
 
     kwargs, fit_kwargs = _estimator_kwargs(args)
     backend, kwargs["instance_type"] = resolve_backend(args.backend, kwargs.get("instance_type"),
@@ -305,7 +305,7 @@ def _stop(args: argparse.Namespace, config: Config) -> int:
 
 
 def _download(args: argparse.Namespace, config: Config) -> int:
-    from ddpjob.estimator import PyTorch
+    from ddpjob.pytorch import PyTorch
 
     if args.step is not None and not args.checkpoint:
         raise UserInputError("download: --step needs --checkpoint")

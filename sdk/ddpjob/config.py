@@ -25,6 +25,7 @@ from typing import Any
 
 from ddpjob_runtime import storage
 
+from ddpjob import arguments
 from ddpjob.errors import UserInputError
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
@@ -43,14 +44,9 @@ _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 
-# Keys a job spec may hold: the estimator's arguments plus what fit() takes.
-SPEC_ESTIMATOR_KEYS = frozenset({
-    "entry_point", "source_dir", "dependencies", "hyperparameters", "instance_count",
-    "instance_type", "distribution", "role", "image_uri", "framework_version", "py_version",
-    "output_path", "code_location", "base_job_name", "environment", "max_run",
-    "checkpoint_s3_uri", "checkpoint_local_path", "tags", "use_spot_instances", "max_wait",
-    "max_retry_attempts", "container_log_level",
-})
+# Keys a job spec may hold: the estimator's arguments (its table's rows included) plus what
+# fit() takes.
+SPEC_ESTIMATOR_KEYS = arguments.SPEC_KEYS
 SPEC_FIT_KEYS = frozenset({"inputs", "job_name"})
 # Spec keys the CLI merges with flags or config defaults, so their shape is checked on reading.
 _SPEC_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
@@ -174,6 +170,8 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
         if data.get(key) is not None and not isinstance(data[key], types):
             raise UserInputError(f"job spec {spec_path}: {key} must be {allowed_text}, got "
                                  f"{data[key]!r}")
+    if data.get("git_config") is not None:
+        return data  # code paths are inside the repository, cloned at submission
     # Relative paths in a spec are relative to the spec's folder, as in docker-compose files.
     base = spec_path.parent
     if isinstance(data.get("source_dir"), str) and not _is_uri(data["source_dir"]):

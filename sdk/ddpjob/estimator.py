@@ -5,103 +5,64 @@
     print(est.training_job_request())     # the dry run: what would be sent, nothing is sent
     est.fit({"train": "s3://bucket/train"})
 
-Every argument is checked when the estimator is made and again when the request is built, so
-bad input fails with one clear line before anything is packed, uploaded or submitted.
+Arguments are checked once, when the estimator is made (`validation`, and the table of the
+official SDK's request arguments in `arguments`); the request is built and checked against
+botocore's model once per dry run or `fit`, before anything is packed, uploaded or submitted.
+What differs between backends is asked of the session, never branched on here.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-from ddpjob_runtime import storage
-from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, decode, encode
+from ddpjob_runtime import contract, storage
+from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, encode
 
-from ddpjob import checkpoint_store, inputs, naming, packaging
+from ddpjob import (
+    arguments,
+    gitsource,
+    inputs,
+    naming,
+    packaging,
+    uploads,
+    validation,
+)
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
+from ddpjob.image_uris import (
+    ImageRequest,
+    is_dlc,
+    training_image_uri,
+)
+from ddpjob.job_results import JobResults
+from ddpjob.local.session import LOCAL_IMAGE
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
-from ddpjob.request import build_request
+from ddpjob.reattach import init_params_from_description
+from ddpjob.request import JobSpec, build_request
 from ddpjob.training_job import TrainingJob
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_RUN = 24 * 60 * 60
 DEFAULT_BASE_JOB_NAME = "pytorch-training"
-
-# Keyword arguments of the official SDK's estimators that ddpjob does not implement.
-UNSUPPORTED_ARGUMENTS = frozenset({
-    "volume_size", "volume_kms_key", "output_kms_key", "subnets", "security_group_ids",
-    "model_uri", "model_channel_name", "metric_definitions", "encrypt_inter_container_traffic",
-    "enable_network_isolation", "rules", "debugger_hook_config", "tensorboard_output_config",
-    "enable_sagemaker_metrics", "profiler_config", "disable_profiler", "git_config",
-    "instance_groups", "training_repository_access_mode",
-    "training_repository_credentials_provider_arn", "keep_alive_period_in_seconds",
-    "container_entry_point", "container_arguments", "disable_output_compression",
-    "enable_infra_check", "enable_remote_debug", "enable_session_tag_chaining",
-    "training_plan", "compiler_config", "input_mode", "checkpoint_s3_uri_kms_key",
-    "training_recipe", "recipe_overrides", "instance_placement_config", "algorithm_arn",
-})
-_RESERVED_HP = ("sagemaker_", "ddpjob_")
+#: v1 names whose v2 name is a parameter of `Estimator.__init__` (the rest are table rows).
+_NAMED_V2 = ("instance_count", "instance_type", "max_run", "use_spot_instances", "max_wait",
+             "image_uri")
 
 
-def _positive_int(value: Any, argument: str, *, low: int = 1, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
-        high is not None and value > high
-    ):
-        allowed = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise UserInputError(f"{argument} must be an integer {allowed}, got {value!r}")
-    return value
+@dataclass(frozen=True)
+class Plan:
+    """A checked request, its channels (what to upload) and where the code goes (None: the
+    code is already stored, `source_dir` named an archive)."""
 
-
-def _optional_str(value: Any, argument: str) -> str | None:
-    if value is not None and (not isinstance(value, str) or not value):
-        raise UserInputError(f"{argument} must be a non-empty string or None, got {value!r}")
-    return value
-
-
-def _check_environment(environment: Any) -> dict[str, str]:
-    if environment is None:
-        return {}
-    if not isinstance(environment, Mapping):
-        raise UserInputError(f"environment must be a dict of NAME -> string, got "
-                             f"{type(environment).__name__}")
-    if len(environment) > 100:
-        raise UserInputError(f"environment: {len(environment)} variables given; SageMaker "
-                             f"allows at most 100")
-    for name, value in environment.items():
-        if not isinstance(name, str) or not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]{0,511}$", name):
-            raise UserInputError(f"environment: {name!r} is not a variable name (letters, "
-                                 f"digits and '_', not starting with a digit)")
-        if not isinstance(value, str) or len(value) > 512:
-            raise UserInputError(f"environment[{name!r}] must be a string of at most 512 "
-                                 f"characters, got {value!r:.60}")
-    return dict(environment)
-
-
-def _check_tags(tags: Any) -> list[dict[str, str]]:
-    if tags is None:
-        return []
-    if isinstance(tags, Mapping):
-        tags = [{"Key": key, "Value": value} for key, value in tags.items()]
-    if not isinstance(tags, (list, tuple)):
-        raise UserInputError("tags must be a list of {'Key': ..., 'Value': ...} or a dict")
-    if len(tags) > 50:
-        raise UserInputError(f"tags: {len(tags)} given; SageMaker allows at most 50")
-    for tag in tags:
-        if not (isinstance(tag, Mapping) and set(tag) == {"Key", "Value"}
-                and isinstance(tag["Key"], str) and 1 <= len(tag["Key"]) <= 128
-                and isinstance(tag["Value"], str) and len(tag["Value"]) <= 256):
-            raise UserInputError(f"tags: {tag!r} must be {{'Key': <1-128 chars>, 'Value': "
-                                 f"<up to 256 chars>}}")
-    return [dict(tag) for tag in tags]
+    request: dict[str, Any]
+    channels: list[inputs.Channel]
+    code_uri: str | None
 
 
 def _default_session(instance_type: str) -> BaseSession:
@@ -114,17 +75,45 @@ def _default_session(instance_type: str) -> BaseSession:
     return Session()
 
 
-class Estimator:
+def _one_session(session: Any, alias: Any) -> Any:
+    if session is not None and alias is not None:
+        raise UserInputError("give session or sagemaker_session, not both")
+    session = session if session is not None else alias
+    if session is not None and not isinstance(session, BaseSession):
+        raise UserInputError(f"session must be a ddpjob Session or LocalSession, got "
+                             f"{type(session).__name__}")
+    return session
+
+
+def _first_group_type(groups: Any) -> str | None:
+    """The instance type of the first of `instance_groups` (official objects or dicts)."""
+    if not isinstance(groups, (list, tuple)) or not groups:
+        return None
+    first = arguments.BY_NAME["instance_groups"].check(groups)[0]
+    return first.get("InstanceType")
+
+
+def _code_source(entry_point: Any, source_dir: Any, dependencies: Any) -> packaging.SourceSpec:
+    """The checked code; an already stored archive (file://, as attach passes) is used as is."""
+    if isinstance(source_dir, str) and source_dir.startswith("file://") and \
+            source_dir.endswith(".tar.gz") and isinstance(entry_point, str):
+        return packaging.SourceSpec(entry_point, entry_point, None, (), source_uri=source_dir)
+    return packaging.check_source(entry_point, source_dir, dependencies)
+
+
+class Estimator(JobResults):
     """A DDP training job's definition: code, hosts, distribution, data and output locations.
 
-    Arguments are those of the official SDK's `sagemaker.estimator.Framework` (see issue 3 and
-    the README): `entry_point` (script; relative to `source_dir` when that is given),
-    `source_dir`, `dependencies`, `hyperparameters`, `instance_count`, `instance_type`
-    ("local", "local_gpu" or "ml.*"), `distribution`, `role`, `image_uri`, `output_path`,
-    `code_location`, `base_job_name`, `environment`, `max_run`, `checkpoint_s3_uri`,
-    `checkpoint_local_path`, `tags`, `session` (default: LocalSession for local instance types,
-    else Session), `use_spot_instances`, `max_wait`, `max_retry_attempts`,
-    `container_log_level`. `sagemaker_session` is accepted as another name for `session`.
+    Arguments are those of the official SDK's `sagemaker.estimator.Framework`: `entry_point`,
+    `source_dir`, `dependencies`, `git_config`, `hyperparameters`, `instance_count`,
+    `instance_type` ("local" (the default), "local_gpu" or "ml.*"; with `instance_groups`,
+    the first group's type picks the session and container), `distribution`, `role`, `image_uri`,
+    `output_path`, `code_location`, `base_job_name`, `environment`, `max_run`,
+    `checkpoint_s3_uri`, `tags`, `session` (alias `sagemaker_session`; default: LocalSession for
+    local instance types, else Session), `use_spot_instances`, `max_wait`, `max_retry_attempts`,
+    `container_log_level`, and every argument of `ddpjob.arguments.ROWS` (volume_size,
+    metric_definitions, subnets, ...). v1 names (`train_instance_type`, ...) are renamed with a
+    warning; arguments the official SDK ignores (`job_name`, `wait`, ...) are ignored with one.
     """
 
     _default_base_job_name: str | None = None
@@ -136,7 +125,7 @@ class Estimator:
         dependencies: list[str | os.PathLike] | None = None,
         hyperparameters: Mapping[str, Any] | None = None,
         instance_count: int = 1,
-        instance_type: str = "local",
+        instance_type: str | None = None,
         distribution: Mapping[str, Any] | None = None,
         role: str | None = None,
         image_uri: str | None = None,
@@ -146,104 +135,150 @@ class Estimator:
         environment: Mapping[str, str] | None = None,
         max_run: int = DEFAULT_MAX_RUN,
         checkpoint_s3_uri: str | None = None,
-        checkpoint_local_path: str | None = None,
         tags: list[dict[str, str]] | Mapping[str, str] | None = None,
         session: BaseSession | None = None,
         use_spot_instances: bool = False,
         max_wait: int | None = None,
         max_retry_attempts: int | None = None,
         container_log_level: int = logging.INFO,
+        git_config: Mapping[str, str] | None = None,
         **kwargs: Any,
     ):
         """Check every argument now (UserInputError naming it); nothing is packed or sent."""
-        session = self._pop_session_alias(session, kwargs)
-        self._reject_extra(kwargs)
+        kwargs = dict(kwargs)
+        session = _one_session(session, kwargs.pop("sagemaker_session", None))
+        renamed = arguments.rename_v1(kwargs)
+        core = {"instance_count": instance_count, "instance_type": instance_type,
+                "max_run": max_run, "use_spot_instances": use_spot_instances,
+                "max_wait": max_wait, "image_uri": image_uri}
+        core.update({name: renamed.pop(name) for name in _NAMED_V2 if name in renamed})
+        kwargs.update(renamed)
+        arguments.drop_ignored(kwargs)
+        table = {name: kwargs.pop(name) for name in list(kwargs) if name in arguments.BY_NAME}
+        if core["instance_type"] is None:  # as the official SDK: groups carry their types
+            core["instance_type"] = _first_group_type(table.get("instance_groups")) or "local"
+        arguments.reject_unknown(kwargs, [*arguments.BY_NAME, *core, "source_dir",
+                                          "hyperparameters", "distribution", "environment"])
+        self._init_resources(core, session)
+        self._init_code(entry_point, source_dir, dependencies, git_config)
+        self._init_job(hyperparameters, distribution, role, base_job_name, environment,
+                       max_retry_attempts, container_log_level, tags)
+        self._table = arguments.check({**self._table_defaults(), **table})
+        for name, value in self._table.items():
+            setattr(self, name, value)
+        self.output_path = self._check_location(output_path, "output_path")
+        self.code_location = self._check_location(code_location, "code_location")
+        self.checkpoint_s3_uri = self._check_location(checkpoint_s3_uri, "checkpoint_s3_uri")
+        self.latest_training_job: TrainingJob | None = None
+        self._resolved_image: str | None = None
+
+    # ------------------------------------------------------------------ argument checks
+
+    def _init_resources(self, core: dict[str, Any], session: BaseSession | None) -> None:
+        instance_type = core["instance_type"]
         if not isinstance(instance_type, str) or not (
             instance_type in LOCAL_INSTANCE_TYPES or instance_type.startswith("ml.")
         ):
             raise UserInputError(f"instance_type {instance_type!r} is not allowed: use 'local' "
                                  f"(CPU), 'local_gpu' or a SageMaker type such as "
                                  f"'ml.g5.12xlarge'")
-        if session is not None and not isinstance(session, BaseSession):
-            raise UserInputError(f"session must be a ddpjob Session or LocalSession, got "
-                                 f"{type(session).__name__}")
         self.instance_type = instance_type
-        self.instance_count = _positive_int(instance_count, "instance_count")
-        self._source = packaging.check_source(entry_point, source_dir, dependencies)
-        self.entry_point, self.source_dir = entry_point, source_dir
-        self.dependencies = list(dependencies or [])
-        self._hyperparameters = check_user_hyperparameters(hyperparameters)
-        self._user_hyperparameters = dict(hyperparameters or {})
-        self.distribution = dict(distribution) if isinstance(distribution, Mapping) else \
-            distribution
-        self._distribution_hps = distribution_hyperparameters(distribution, instance_type)
-        if self._distribution_hps.get(MPI) and self.instance_count > 1:
-            # Multi-host mpirun needs sshd and orted on every host, which the image lacks.
-            raise UserInputError(
-                f"distribution 'mpi' runs on one host (instance_count=1), got instance_count="
-                f"{self.instance_count}: use {{'torch_distributed': {{'enabled': True}}}} for "
-                f"several hosts")
-        self.role = _optional_str(role, "role")
-        self.image_uri = _optional_str(image_uri, "image_uri")
-        self.base_job_name = (naming.check_base_job_name(base_job_name)
-                              if base_job_name is not None else None)
-        self.environment = _check_environment(environment)
-        self.max_run = _positive_int(max_run, "max_run")
-        if not isinstance(use_spot_instances, bool):
-            raise UserInputError(f"use_spot_instances must be True or False, got "
-                                 f"{use_spot_instances!r}")
-        self.use_spot_instances = use_spot_instances
-        self.max_wait = None if max_wait is None else _positive_int(max_wait, "max_wait")
-        if self.max_wait is not None and not use_spot_instances:
+        self.instance_count = validation.positive_int(core["instance_count"], "instance_count")
+        self.sagemaker_session = self.session = session or _default_session(instance_type)
+        self.session.check_instance_type(instance_type)
+        self.image_uri = validation.optional_str(core["image_uri"], "image_uri")
+        self.max_run = validation.positive_int(core["max_run"], "max_run")
+        spot = core["use_spot_instances"]
+        if not isinstance(spot, bool):
+            raise UserInputError(f"use_spot_instances must be True or False, got {spot!r}")
+        self.use_spot_instances = spot
+        self.max_wait = validation.optional_int(core["max_wait"], "max_wait")
+        if self.max_wait is not None and not spot:
             raise UserInputError("max_wait is only allowed with use_spot_instances=True")
         if self.max_wait is not None and self.max_wait < self.max_run:
             raise UserInputError(f"max_wait ({self.max_wait}) must be >= max_run "
                                  f"({self.max_run})")
-        self.max_retry_attempts = (None if max_retry_attempts is None else
-                                   _positive_int(max_retry_attempts, "max_retry_attempts",
-                                                 high=30))
-        self.container_log_level = _positive_int(container_log_level, "container_log_level",
-                                                 low=0)
-        self.tags = _check_tags(tags)
-        self.checkpoint_local_path = _optional_str(checkpoint_local_path,
-                                                   "checkpoint_local_path")
-        self.sagemaker_session = self.session = session or _default_session(instance_type)
-        self.session.check_instance_type(instance_type)
-        self.session.training_image(self.image_uri)  # a backend that needs one says so now
-        self.output_path = self._check_location(output_path, "output_path")
-        self.code_location = self._check_location(code_location, "code_location")
-        self.checkpoint_s3_uri = self._check_location(checkpoint_s3_uri, "checkpoint_s3_uri")
-        self.latest_training_job: TrainingJob | None = None
-        self._current_job_name: str | None = None
 
-    # ------------------------------------------------------------------ argument checks
+    def _init_code(self, entry_point: Any, source_dir: Any, dependencies: Any,
+                   git_config: Any) -> None:
+        self.entry_point, self.source_dir = entry_point, source_dir
+        self.dependencies = list(dependencies or [])
+        self.git_config = gitsource.check(git_config)
+        self._clone: gitsource.Clone | None = None
+        # With git_config the code exists once cloned, when the job is planned.
+        self._source_spec = None if self.git_config else _code_source(
+            entry_point, source_dir, dependencies)
 
-    @staticmethod
-    def _pop_session_alias(session: Any, kwargs: dict[str, Any]) -> Any:
-        if "sagemaker_session" in kwargs:
-            alias = kwargs.pop("sagemaker_session")
-            if session is not None and alias is not None:
-                raise UserInputError("give session or sagemaker_session, not both")
-            session = session or alias
-        return session
+    def _init_job(self, hyperparameters: Any, distribution: Any, role: Any, base_job_name: Any,
+                  environment: Any, max_retry_attempts: Any, container_log_level: Any,
+                  tags: Any) -> None:
+        self._hyperparameters = check_user_hyperparameters(hyperparameters)
+        self.distribution = dict(distribution) if isinstance(distribution, Mapping) else \
+            distribution
+        self._distribution_hps = distribution_hyperparameters(
+            distribution, self.instance_type, dlc=self.uses_dlc)
+        if self._distribution_hps.get(MPI) and self.instance_count > 1 and not self.uses_dlc:
+            # Multi-host mpirun needs sshd and orted on every host: SageMaker's DLC has them,
+            # the ddpjob image and local hosts do not.
+            raise UserInputError(
+                f"distribution 'mpi' runs on one host (instance_count=1) unless the job runs on "
+                f"SageMaker's PyTorch container, got instance_count={self.instance_count}: use "
+                f"{{'torch_distributed': {{'enabled': True}}}} for several hosts")
+        self.role = validation.optional_str(role, "role")
+        self.base_job_name = (naming.check_base_job_name(base_job_name)
+                              if base_job_name is not None else None)
+        self.environment = validation.environment(environment)
+        self.max_retry_attempts = validation.optional_int(max_retry_attempts,
+                                                          "max_retry_attempts", high=30)
+        self.container_log_level = validation.positive_int(container_log_level,
+                                                           "container_log_level", low=0)
+        self.tags = validation.tags(tags)
 
-    @staticmethod
-    def _reject_extra(kwargs: Mapping[str, Any]) -> None:
-        for name in sorted(kwargs):
-            if name in UNSUPPORTED_ARGUMENTS:
-                raise UserInputError(f"{name} is an argument of the official SageMaker SDK "
-                                     f"that is not supported by ddpjob; remove it")
-        if kwargs:
-            raise UserInputError(f"unexpected argument {sorted(kwargs)[0]!r}; see "
-                                 f"help(ddpjob.PyTorch) for the arguments ddpjob accepts")
+    def _table_defaults(self) -> dict[str, Any]:
+        """Defaults of table arguments that depend on the estimator (see PyTorch)."""
+        return {}
 
     def _check_location(self, uri: Any, argument: str) -> str | None:
-        """None, or the folder URI (plain paths become file:// in local mode)."""
+        """None, or the folder URI (plain paths become file:// where the session takes them)."""
         if uri is None:
             return None
         location = storage.parse(uri, argument=argument)
         self.session.check_location(str(uri), argument)
         return location.uri if location.scheme == "file" else uri
+
+    # ------------------------------------------------------------------ image and code
+
+    def _image_request(self) -> ImageRequest | None:
+        """What picks SageMaker's container when no image_uri is given (None: none does)."""
+        return None
+
+    @property
+    def uses_dlc(self) -> bool:
+        """True when the job runs on SageMaker's PyTorch container (not the ddpjob image), so
+        the code archive must carry `ddpjob_runtime`."""
+        if self.image_uri is not None:
+            return is_dlc(self.image_uri)
+        return self.instance_type.startswith("ml.") and self._image_request() is not None
+
+    def training_image_uri(self) -> str:
+        """The TrainingImage: `image_uri`, SageMaker's container for an `ml.*` job, or what the
+        session uses when none is given (a label of the runtime installed here, locally)."""
+        request = self._image_request() if self.image_uri is None else None
+        if request is None or not self.instance_type.startswith("ml."):
+            return self.session.training_image(self.image_uri)
+        if self._resolved_image is None:  # the SDK's data is read once per estimator
+            self._resolved_image = training_image_uri(request)
+        return self.session.training_image(self._resolved_image)
+
+    @property
+    def _source(self) -> packaging.SourceSpec:
+        if self._source_spec is None:  # git_config: clone now, paths are inside the clone
+            self._clone = gitsource.clone(self.git_config or {})
+            source_dir = self._clone.path(self.source_dir)
+            entry = self.entry_point if source_dir else self._clone.path(self.entry_point)
+            self._source_spec = packaging.check_source(
+                entry, source_dir, [self._clone.path(d) for d in self.dependencies] or None)
+        return self._source_spec
 
     # ------------------------------------------------------------------ the request
 
@@ -255,264 +290,115 @@ class Estimator:
         ) or DEFAULT_BASE_JOB_NAME
         return naming.name_from_base(base)
 
-    def _output_path(self) -> str:
-        return self.output_path or self.session.default_output_path()
-
-    def _code_uri(self, job_name: str) -> str:
-        if self._source.source_uri:
-            return self._source.source_uri
-        base = self.code_location or self._output_path()
-        return storage.join(base, job_name, "source", packaging.ARCHIVE_NAME)
-
     def hyperparameters(self) -> dict[str, str]:
         """The user's hyperparameters, JSON-encoded as the official SDK sends them."""
         return dict(self._hyperparameters)
 
-    def _plan(self, inputs_arg: Any, job_name: str | None) -> tuple[dict, list[inputs.Channel]]:
-        """The validated request and its channels (which say what to upload); no I/O on data."""
-        name = self._job_name(job_name)
-        role = self.session.resolve_role(self.role)
-        # Local data is read in place by hosts that read file:// URIs, else uploaded first.
-        channel_list = inputs.channels(inputs_arg, local="file" in self.session.storage_schemes,
-                                       data_prefix=lambda: self.session.input_prefix(name))
+    def _framework_hyperparameters(self) -> dict[str, Any]:
+        """Hyperparameters a framework adds (raw values); see PyTorch's compiler_config."""
+        return {}
+
+    def _encoded_hyperparameters(self, name: str, code_uri: str) -> dict[str, str]:
         script_mode = {
-            "sagemaker_submit_directory": self._code_uri(name),
-            "sagemaker_program": self._source.script_name,
-            "sagemaker_container_log_level": self.container_log_level,
-            "sagemaker_job_name": name,
+            contract.SUBMIT_DIRECTORY: code_uri,
+            contract.PROGRAM: self._source.script_name,
+            contract.CONTAINER_LOG_LEVEL: self.container_log_level,
+            contract.JOB_NAME: name,
         }
         if self.session.region_name:
-            script_mode["sagemaker_region"] = self.session.region_name
+            script_mode[contract.REGION] = self.session.region_name
         encoded = {**self._hyperparameters, **encode(script_mode),
-                   **encode(self._distribution_hps)}
+                   **encode(self._distribution_hps), **encode(self._framework_hyperparameters())}
         check_total(encoded, len(self._hyperparameters))
-        request = build_request(
-            job_name=name,
-            image_uri=self.session.training_image(self.image_uri),
-            role=role,
-            instance_type=self.instance_type,
-            instance_count=self.instance_count,
-            output_path=self._output_path(),
-            hyperparameters=encoded,
-            channels=[channel.config for channel in channel_list],
-            max_run=self.max_run,
-            max_wait=self.max_wait,
-            use_spot_instances=self.use_spot_instances,
-            max_retry_attempts=self.max_retry_attempts,
-            environment=self.environment,
-            tags=self.tags,
-            checkpoint_s3_uri=self.checkpoint_s3_uri,
-            checkpoint_local_path=self.checkpoint_local_path,
-        )
-        return self.session.submit_dryrun(request), channel_list  # checked by the session
+        return encoded
+
+    def _plan(self, inputs_arg: Any, job_name: str | None) -> Plan:
+        """The request as the session's dry run checks it, and what to store first. Changes
+        nothing anywhere (the session's default bucket is created only by `submit`)."""
+        name = self._job_name(job_name)
+        role = self.session.resolve_role(self.role)
+        output_path = self.output_path or self.session.default_output_path()
+
+        def input_location(channel: str) -> str | None:  # None: the hosts read it in place
+            prefix = self.session.input_prefix(name)
+            return None if prefix is None else storage.join(prefix, channel)
+
+        channel_list = inputs.channels(inputs_arg, input_location)
+        if self.uses_dlc:  # the runtime is packed beside the code: refuse a clash now
+            packaging.check_runtime_name_free(self._source)
+        code_uri = self._source.source_uri or storage.join(
+            self.code_location or output_path, name, "source", packaging.ARCHIVE_NAME)
+        spec = JobSpec(
+            job_name=name, image_uri=self.training_image_uri(), role=role,
+            instance_type=self.instance_type, instance_count=self.instance_count,
+            output_path=output_path,
+            hyperparameters=self._encoded_hyperparameters(name, code_uri),
+            channels=[channel.config for channel in channel_list], max_run=self.max_run,
+            max_wait=self.max_wait, use_spot_instances=self.use_spot_instances,
+            max_retry_attempts=self.max_retry_attempts, environment=self.environment,
+            tags=self.tags, checkpoint_s3_uri=self.checkpoint_s3_uri)
+        request = self.session.submit_dryrun(
+            build_request(spec, arguments.request_part(self._table)))
+        return Plan(request, channel_list, None if self._source.source_uri else code_uri)
 
     def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
         """The dry run: the CreateTrainingJob request `fit` would send, checked by botocore.
 
-        Nothing is packed, uploaded or submitted; the code's URI is where `fit` would put it.
+        Nothing is packed, uploaded, created or submitted; the code's URI is where `fit` would
+        put it (a SageMaker Session's default bucket is named, not created).
         """
-        request, _ = self._plan(inputs, job_name)
-        return request
+        return self._plan(inputs, job_name).request
 
     # ------------------------------------------------------------------ running
 
-    def _stage_code(self, request: Mapping[str, Any]) -> None:
-        """Pack the source and store it at sagemaker_submit_directory, unless already there."""
-        if self._source.source_uri:
-            return
-        uri = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
-        with tempfile.TemporaryDirectory(prefix="ddpjob-pack-") as tmp:
-            archive = Path(tmp, packaging.ARCHIVE_NAME)
-            digest = packaging.pack(self._source, archive)
-            if storage.content_sha256(uri) == digest:
-                logger.info("source unchanged at %s, not uploaded again", uri)
-                return
-            storage.upload_file(archive, uri, sha256=digest, progress=True)
-            logger.info("uploaded source to %s", uri)
-
-    def fit(self, inputs: Any = None, wait: bool = True, logs: bool = True,
+    def fit(self, inputs: Any = None, wait: bool = True, logs: bool | str = "All",
             job_name: str | None = None) -> None:
         """Pack and upload the code (and local inputs of a SageMaker job), submit the job and,
         with `wait`, follow it to the end (raising JobFailedError when it fails).
 
-        `inputs`: a URI (channel "training"), or a dict channel -> URI; file:// and plain paths
-        are local data (used in place in local mode, uploaded to S3 for SageMaker jobs).
+        `inputs`: a URI (channel "training"), a TrainingInput, or a dict channel -> either;
+        file:// and plain paths are local data (read in place by local jobs, uploaded first
+        for SageMaker jobs). `logs`: "All"/True prints every host's lines, "None"/False not.
         """
-        request, channel_list = self._plan(inputs, job_name)
-        for path in (self.output_path, self.code_location, self.checkpoint_s3_uri):
-            if path is not None and storage.is_s3(path):
-                storage.check_bucket(path)  # a missing bucket fails before anything is sent
+        if logs not in (True, False, "All", "None", "Rules"):
+            raise UserInputError(f"logs must be 'All', 'None', True or False, got {logs!r}")
+        plan = self._plan(inputs, job_name)
+        uploads.check_buckets((self.output_path, self.code_location, self.checkpoint_s3_uri))
 
         def stage() -> None:  # after the session reserved the job name, before it starts
-            self._stage_code(request)
-            for channel in channel_list:
-                if channel.upload_from is not None:
-                    uri = channel.config["DataSource"]["S3DataSource"]["S3Uri"]
-                    if channel.upload_from.is_dir():
-                        storage.upload_dir(channel.upload_from, uri, progress=True)
-                    else:
-                        storage.upload_file(channel.upload_from,
-                                            storage.join(uri, channel.upload_from.name),
-                                            progress=True)
+            if plan.code_uri is not None:
+                uploads.stage_code(self._source, plan.code_uri, include_runtime=self.uses_dlc)
+            uploads.stage_inputs(plan.channels)
 
-        self.latest_training_job = self.session.submit(request, stage)
-        self._current_job_name = request["TrainingJobName"]
-        print(f"Started training job {self._current_job_name}", flush=True)
+        self.latest_training_job = self.session.submit(plan.request, stage)
+        name = plan.request["TrainingJobName"]
+        print(f"Started training job {name}", flush=True)
         if wait:
-            self.latest_training_job.wait(logs=logs)
-
-    def _job(self) -> TrainingJob:
-        if self.latest_training_job is None:
-            raise UserInputError("no training job yet: call fit() or attach() first")
-        return self.latest_training_job
-
-    def describe(self) -> dict[str, Any]:
-        """DescribeTrainingJob of the latest job."""
-        return self._job().describe()
-
-    def logs(self) -> None:
-        """Print every log line of the latest job so far, each prefixed with its host."""
-        self._job().logs()
-
-    def stop(self) -> None:
-        """Stop the latest job."""
-        self._job().stop()
-
-    @property
-    def model_data(self) -> str | None:
-        """URI of the latest job's model.tar.gz.
-
-        As in SageMaker's DescribeTrainingJob, this is where the model is (or will be) written;
-        the file is there once the job has completed.
-        """
-        artifacts = self.describe().get("ModelArtifacts") or {}
-        return artifacts.get("S3ModelArtifacts")
-
-    def download_model(self, local_dir: str | os.PathLike) -> Path:
-        """Download the latest job's model.tar.gz into `local_dir`; return the file's path."""
-        uri = self.model_data
-        if not uri:
-            raise UserInputError(f"training job {self._job().name} has no model yet (status "
-                                 f"{self.describe()['TrainingJobStatus']})")
-        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name,
-                                     progress=True)
-
-    # ------------------------------------------------------------------ checkpoints
-
-    def _checkpoint_uri(self) -> str:
-        if not self.checkpoint_s3_uri:
-            raise UserInputError("checkpoint_s3_uri is not set for this estimator; pass "
-                                 "checkpoint_s3_uri='s3://bucket/prefix' (or file:// locally)")
-        return self.checkpoint_s3_uri
-
-    def checkpoints(self) -> list[checkpoint_store.Checkpoint]:
-        """The complete checkpoints under checkpoint_s3_uri (step, time, uri), oldest first."""
-        return checkpoint_store.list_checkpoints(self._checkpoint_uri())
-
-    def download_checkpoint(self, local_dir: str | os.PathLike, step: int | None = None) -> Path:
-        """Download a complete checkpoint (the latest when `step` is None) into `local_dir`;
-        return its folder (`<local_dir>/step-000000100`)."""
-        return checkpoint_store.download_checkpoint(self._checkpoint_uri(), local_dir, step)
+            self.latest_training_job.wait(logs=logs in (True, "All"))
 
     # ------------------------------------------------------------------ attach
 
     @classmethod
-    def attach(cls, training_job_name: str, session: BaseSession | None = None,
+    def attach(cls, training_job_name: str, sagemaker_session: BaseSession | None = None,
+               model_channel_name: str = "model", *, session: BaseSession | None = None,
                wait: bool = True, logs: bool = True) -> Estimator:
-        """An estimator for an existing job (started here or elsewhere), rebuilt from its
-        description. `session` defaults to a LocalSession; pass `Session()` for SageMaker
-        jobs. With `wait`, follow the job until it ends."""
+        """An estimator for an existing job (started here or elsewhere), made through the
+        constructor from the job's description, as the official SDK does. The session
+        defaults to a LocalSession; pass `Session()` for SageMaker jobs. With `wait`, follow
+        the job until it ends."""
         naming.check_job_name(training_job_name, "training_job_name")
+        session = _one_session(session, sagemaker_session)
         if session is None:
             from ddpjob.local.session import LocalSession
 
             session = LocalSession()
         description = session.describe(training_job_name)
-        estimator = cls.__new__(cls)
-        estimator._init_from_description(description, session)
+        params = init_params_from_description(description, LOCAL_IMAGE)
+        if model_channel_name != "model":
+            params["model_channel_name"] = model_channel_name
+        estimator = cls(session=session, **params)
+        estimator.latest_training_job = TrainingJob(session, training_job_name)
         if wait:
             estimator.latest_training_job.wait(logs=logs)
         return estimator
 
-    def _init_from_description(self, description: Mapping[str, Any],
-                               session: BaseSession) -> None:
-        raw = description.get("HyperParameters") or {}
-        decoded = decode(raw)
-        resources = description.get("ResourceConfig", {})
-        stopping = description.get("StoppingCondition", {})
-        checkpoint = description.get("CheckpointConfig") or {}
-        self.session = self.sagemaker_session = session
-        self.instance_type = resources.get("InstanceType")
-        self.instance_count = resources.get("InstanceCount", 1)
-        self.entry_point = decoded.get("sagemaker_program")
-        self.source_dir = decoded.get("sagemaker_submit_directory")
-        self.dependencies = []
-        self._source = packaging.SourceSpec(self.entry_point or "", self.entry_point or "",
-                                            None, (), source_uri=self.source_dir)
-        self._user_hyperparameters = {k: v for k, v in decoded.items()
-                                      if not k.startswith(_RESERVED_HP)}
-        self._hyperparameters = {k: v for k, v in raw.items() if not k.startswith(_RESERVED_HP)}
-        self.distribution = _distribution_from(decoded)
-        self._distribution_hps = {k: v for k, v in decoded.items()
-                                  if k.startswith(_RESERVED_HP) and k not in (
-                                      "sagemaker_program", "sagemaker_submit_directory",
-                                      "sagemaker_container_log_level", "sagemaker_job_name",
-                                      "sagemaker_region")}
-        self.role = description.get("RoleArn")
-        self.image_uri = description.get("AlgorithmSpecification", {}).get("TrainingImage")
-        self.output_path = description.get("OutputDataConfig", {}).get("S3OutputPath")
-        self.code_location = None
-        self.base_job_name = None
-        self.environment = dict(description.get("Environment") or {})
-        self.max_run = stopping.get("MaxRuntimeInSeconds", DEFAULT_MAX_RUN)
-        self.max_wait = stopping.get("MaxWaitTimeInSeconds")
-        self.use_spot_instances = bool(description.get("EnableManagedSpotTraining"))
-        self.max_retry_attempts = (description.get("RetryStrategy") or {}).get(
-            "MaximumRetryAttempts")
-        self.container_log_level = decoded.get("sagemaker_container_log_level", logging.INFO)
-        self.tags = []
-        self.checkpoint_s3_uri = checkpoint.get("S3Uri")
-        self.checkpoint_local_path = checkpoint.get("LocalPath")
-        self._current_job_name = description["TrainingJobName"]
-        self.latest_training_job = TrainingJob(session, self._current_job_name)
-
-
-def _distribution_from(decoded: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The `distribution` dict that gives these hyperparameters (for attach)."""
-    result: dict[str, Any] = {}
-    if decoded.get("sagemaker_torch_distributed_enabled") is True:
-        result["torch_distributed"] = {"enabled": True}
-    if decoded.get("sagemaker_pytorch_ddp_enabled") is True:
-        result["pytorchddp"] = {"enabled": True}
-    if decoded.get("sagemaker_distributed_dataparallel_enabled") is True:
-        result["smdistributed"] = {"dataparallel": {"enabled": True}}
-    if decoded.get("sagemaker_mpi_enabled") is True:
-        mpi: dict[str, Any] = {"enabled": True}
-        if decoded.get("sagemaker_mpi_num_of_processes_per_host"):
-            mpi["processes_per_host"] = decoded["sagemaker_mpi_num_of_processes_per_host"]
-        result["mpi"] = mpi
-    if decoded.get("ddpjob_processes_per_host"):
-        result["processes_per_host"] = decoded["ddpjob_processes_per_host"]
-    return result or None
-
-
-class PyTorch(Estimator):
-    """An Estimator for PyTorch scripts; `framework_version` and `py_version` are recorded.
-
-    The job runs the ddpjob runtime: locally the one installed here, on SageMaker the image
-    named by `image_uri` (container/), whatever the framework version says.
-    """
-
-    _default_base_job_name = DEFAULT_BASE_JOB_NAME
-
-    def __init__(self, entry_point: str | os.PathLike, framework_version: str | None = None,
-                 py_version: str | None = None, **kwargs: Any):
-        """See `Estimator`; `framework_version`/`py_version` are strings such as "2.3", "py311"."""
-        self.framework_version = _optional_str(framework_version, "framework_version")
-        self.py_version = _optional_str(py_version, "py_version")
-        super().__init__(entry_point, **kwargs)
-
-    def _init_from_description(self, description: Mapping[str, Any],
-                               session: BaseSession) -> None:
-        super()._init_from_description(description, session)
-        self.framework_version = self.py_version = None

@@ -1,10 +1,10 @@
 """`fit(inputs=...)` -> the request's InputDataConfig channels, and the local data to upload first.
 
 Accepted, as in the official SDK: a URI (channel `training`), or a dict channel -> URI. A value
-may also be a ready channel config (`{"DataSource": {"S3DataSource": {...}}}`) or an object with
-such a `.config` (the official SDK's `TrainingInput`). URIs: `s3://…`; `file://…` and plain
-paths name local files or folders: passed as `file://` URIs in local mode, uploaded to
-`<data prefix>/<channel>/` (S3) before a SageMaker job is created.
+may also be a `TrainingInput` (ddpjob's or the official SDK's: an object with a `.config`) or a
+ready channel config (`{"DataSource": {"S3DataSource": {...}}}`). URIs: `s3://…`; `file://…` and
+plain paths name local files or folders: read in place by backends that can (local jobs), else
+uploaded to the session's input location for the channel before the job is created.
 """
 
 from __future__ import annotations
@@ -47,38 +47,52 @@ def s3_prefix_channel(name: str, uri: str) -> dict[str, Any]:
     }
 
 
-def _channel(name: str, value: Any, local: bool,
-             data_prefix: Callable[[], str] | None) -> Channel:
-    config = getattr(value, "config", value)  # the official SDK's TrainingInput
-    if isinstance(config, Mapping):
-        if "DataSource" not in config:
-            raise UserInputError(f"inputs[{name!r}]: a channel config needs a 'DataSource'")
-        return Channel(name, {**config, "ChannelName": name})
+def _template_and_uri(name: str, value: Any) -> tuple[dict[str, Any] | None, Any]:
+    """The channel config given (a TrainingInput's or a dict), and the data's URI or path."""
+    config = getattr(value, "config", value)  # ddpjob's or the official SDK's TrainingInput
+    if not isinstance(config, Mapping):
+        return None, value
+    source = config.get("DataSource", {}).get("S3DataSource")
+    if not isinstance(source, Mapping) or not source.get("S3Uri"):
+        raise UserInputError(f"inputs[{name!r}]: a channel config needs "
+                             f"DataSource.S3DataSource.S3Uri")
+    return dict(config), source["S3Uri"]
+
+
+def _with_uri(template: dict[str, Any] | None, name: str, uri: str) -> dict[str, Any]:
+    if template is None:
+        return s3_prefix_channel(name, uri)
+    source = {**template["DataSource"]["S3DataSource"], "S3Uri": uri}
+    return {**template, "DataSource": {**template["DataSource"], "S3DataSource": source},
+            "ChannelName": name}
+
+
+def _channel(name: str, value: Any, input_location: Callable[[str], str | None]) -> Channel:
+    template, value = _template_and_uri(name, value)
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str):
-        raise UserInputError(f"inputs[{name!r}] must be a URI (s3://… or file://…) or a local "
-                             f"path, got {type(value).__name__}")
+        raise UserInputError(f"inputs[{name!r}] must be a URI (s3://… or file://…), a local "
+                             f"path or a TrainingInput, got {type(value).__name__}")
     location = storage.parse(value, argument=f"inputs[{name!r}]")
     if location.scheme == "s3":
         if not location.key and not value.endswith("/"):
             value += "/"
-        return Channel(name, s3_prefix_channel(name, value))
+        return Channel(name, _with_uri(template, name, value))
     if not location.path.exists():
         raise UserInputError(f"inputs[{name!r}] {value!r}: no such file or folder")
-    if local:
-        return Channel(name, s3_prefix_channel(name, location.uri))
-    if data_prefix is None:  # pragma: no cover - the estimator always passes one
-        raise UserInputError(f"inputs[{name!r}]: local data needs a place to upload it")
-    uri = storage.as_folder(storage.join(data_prefix(), name))
-    return Channel(name, s3_prefix_channel(name, uri), upload_from=location.path)
+    target = input_location(name)
+    if target is None:  # this backend reads local data in place
+        return Channel(name, _with_uri(template, name, location.uri))
+    uri = storage.as_folder(target)
+    return Channel(name, _with_uri(template, name, uri), upload_from=location.path)
 
 
-def channels(inputs: Any, *, local: bool,
-             data_prefix: Callable[[], str] | None = None) -> list[Channel]:
+def channels(inputs: Any, input_location: Callable[[str], str | None]) -> list[Channel]:
     """The channels of `inputs` (UserInputError naming the bad one); [] for None.
 
-    `data_prefix()` is where local data of a SageMaker job goes (called only when needed).
+    `input_location(channel)` is where local data of that channel is uploaded, or None when
+    the backend reads it in place (called only for local data).
     """
     if inputs is None:
         return []
@@ -95,5 +109,5 @@ def channels(inputs: Any, *, local: bool,
         if not isinstance(name, str) or not CHANNEL_NAME.match(name) or name in (".", ".."):
             raise UserInputError(f"inputs: channel name {name!r} is not allowed; use 1-64 "
                                  f"letters, digits, '.', '-' or '_' (not '.' or '..')")
-        result.append(_channel(name, value, local, data_prefix))
+        result.append(_channel(name, value, input_location))
     return result

@@ -43,6 +43,11 @@ class TrainingJob:
     def __repr__(self) -> str:
         return f"TrainingJob({self.name!r})"
 
+    @property
+    def job_name(self) -> str:
+        """The job's name (the official SDK's `latest_training_job.job_name`)."""
+        return self.name
+
     def describe(self) -> dict[str, Any]:
         """The DescribeTrainingJob response."""
         return self.session.describe(self.name)

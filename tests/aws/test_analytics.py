@@ -46,3 +46,25 @@ def test_the_series_comes_from_cloudwatch(aws_env, training_request, job_name, m
     monkeypatch.setitem(sys.modules, "pandas", None)
     rows = analytics.metrics_for_job(session, job_name, metric_names=["val:loss"])
     assert rows == []
+
+
+def test_the_estimators_training_job_analytics(aws_env, training_request, job_name):
+    """The official SDK's property: the series of the estimator's latest job, its metrics."""
+    from ddpjob import PyTorch
+
+    session = Session()
+    request = training_request(job_name)
+    request["AlgorithmSpecification"]["MetricDefinitions"] = [
+        {"Name": "train:loss", "Regex": "loss=([0-9.]+)"}]
+    request["HyperParameters"]["sagemaker_submit_directory"] = \
+        '"s3://some-bucket/code/sourcedir.tar.gz"'
+    session.submit(request)
+    # moto describes every job with a MetricDefinitions of its own: use the name it answers
+    [metric] = [d["Name"] for d in
+                session.describe(job_name)["AlgorithmSpecification"]["MetricDefinitions"]]
+    _put(job_name, metric, 0.5, _trained_for(job_name, 120) + dt.timedelta(seconds=1))
+    estimator = PyTorch.attach(job_name, sagemaker_session=session, wait=False)
+    analytics_of_job = estimator.training_job_analytics
+    assert analytics_of_job.name == job_name
+    frame = analytics_of_job.dataframe()
+    assert frame.metric_name.tolist() == [metric] and frame.value.tolist() == [0.5]

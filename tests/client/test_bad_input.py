@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from ddpjob import PyTorch
 from ddpjob.errors import UserInputError
@@ -25,25 +26,67 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("instance-count-zero", {"instance_count": 0}, None, r"instance_count must be an integer"),
     ("instance-count-bool", {"instance_count": True}, None, r"instance_count must be an integer"),
     ("instance-type-unknown", {"instance_type": "gpu"}, None, r"instance_type 'gpu' is not"),
-    ("unsupported-official-arg", {"volume_size": 50}, None,
-     r"volume_size .* not supported by ddpjob"),
+    ("unsupported-official-arg", {"rules": []}, None, r"rules .* not supported by ddpjob"),
     ("unexpected-arg", {"epochs": 3}, None, r"unexpected argument 'epochs'"),
+    ("typo-arg", {"hyperparameter": {"lr": 1}}, None,
+     r"unexpected argument 'hyperparameter' \(did you mean 'hyperparameters'\?\)"),
+    ("v1-and-v2-name", {"train_volume_size": 5, "volume_size": 5}, None,
+     r"give volume_size or its old name train_volume_size"),
+    ("volume-size-zero", {"volume_size": 0}, None, r"volume_size must be an integer between 1"),
+    ("keep-alive-long", {"keep_alive_period_in_seconds": 7200}, None,
+     r"keep_alive_period_in_seconds must be an integer between 0 and 3600"),
+    ("subnets-string", {"subnets": "subnet-1"}, None, r"subnets must be a list of strings"),
+    ("metric-regex", {"metric_definitions": [{"Name": "loss", "Regex": "loss=("}]}, None,
+     r"metric_definitions: 'loss' has an invalid regex"),
+    ("input-mode", {"input_mode": "Stream"}, None, r"input_mode must be 'File', 'Pipe'"),
+    ("input-mode-pipe-local", {"input_mode": "Pipe"}, {},
+     r"input_mode 'Pipe' cannot run locally"),
+    ("debugger-hook-true", {"debugger_hook_config": True}, None,
+     r"debugger_hook_config must be the official SDK's object"),
+    ("disable-profiler-string", {"disable_profiler": "yes"}, None,
+     r"disable_profiler must be True, False or None"),
+    ("instance-groups-local", {"instance_groups": [{"InstanceGroupName": "a",
+                                                    "InstanceType": "local",
+                                                    "InstanceCount": 1}]}, {},
+     r"instance_groups cannot run locally"),
+    ("git-config-no-repo", {"git_config": {"branch": "main"}}, None,
+     r"git_config must be a dict with at least 'repo'"),
+    ("environment-reserved-sm", {"environment": {"SM_MODEL_DIR": "/tmp/m"}}, None,
+     r"environment: 'SM_MODEL_DIR' is reserved"),
+    ("environment-reserved-ddpjob", {"environment": {"DDPJOB_HOST": "x"}}, None,
+     r"environment: 'DDPJOB_HOST' is reserved"),
+    ("checkpoint-local-relative", {"checkpoint_local_path": "ckpt"}, None,
+     r"checkpoint_local_path 'ckpt' must be an absolute path"),
+    ("dist-ppn-huge", {"distribution": {"processes_per_host": 10_000}}, None,
+     r"processes_per_host must be an integer between 1 and 64"),
+    ("dist-modelparallel-local", {"distribution": {"smdistributed": {"modelparallel": {
+        "enabled": True, "parameters": {"partitions": 1}}}, "mpi": {"enabled": True}},
+        "instance_count": 1}, {}, r"modelparallel needs SageMaker's model-parallel container"),
+    ("training-input-pipe-local", {}, {"inputs": {"train": "PIPE"}},
+     r"inputs\['train'\]: InputMode='Pipe' cannot run locally"),
+    ("training-input-gzip-local", {}, {"inputs": {"train": "GZIP"}},
+     r"inputs\['train'\]: CompressionType='Gzip' cannot run locally"),
+    ("training-input-manifest-local", {}, {"inputs": {"train": "MANIFEST"}},
+     r"inputs\['train'\]: S3DataType='ManifestFile' cannot run locally"),
+    ("training-input-bad-distribution", {}, {"inputs": {"train": "SHARDED_TYPO"}},
+     r"TrainingInput distribution must be one of FullyReplicated, ShardedByS3Key"),
+    ("fit-logs", {}, {"logs": "Some"}, r"logs must be 'All', 'None', True or False"),
     ("dist-not-dict", {"distribution": "torch_distributed"}, None, r"distribution: must be a dict"),
     ("dist-unknown-key", {"distribution": {"torchrun": {"enabled": True}}}, None,
      r"distribution: unknown key 'torchrun'"),
     ("dist-two-strategies", {"distribution": {**TORCHRUN, "mpi": {"enabled": True}}}, None,
      r"give one strategy"),
     ("dist-enabled-not-bool", {"distribution": {"pytorchddp": {"enabled": "yes"}}}, None,
-     r"pytorchddp\['enabled'\] must be True or False"),
+     r"pytorchddp needs 'enabled': True or False, got 'yes'"),
     ("dist-disabled-with-keys",
      {"distribution": {"mpi": {"enabled": False, "processes_per_host": 2}}}, None,
      r"mpi is disabled .* sets processes_per_host"),
     ("dist-mpi-ppn-zero", {"distribution": {"mpi": {"enabled": True, "processes_per_host": 0}}},
-     None, r"processes_per_host'\] must be an integer >= 1"),
+     None, r"processes_per_host'\] must be an integer between 1 and 64"),
     ("dist-mpi-multi-host", {"distribution": {"mpi": {"enabled": True}}, "instance_count": 2},
-     None, r"distribution 'mpi' runs on one host \(instance_count=1\)"),
+     None, r"distribution 'mpi' runs on one host \(instance_count=1\) unless"),
     ("dist-ppn-float", {"distribution": {"processes_per_host": 1.5}}, None,
-     r"processes_per_host must be an integer >= 1"),
+     r"processes_per_host must be an integer between 1 and 64"),
     ("dist-restarts-negative", {"distribution": {**TORCHRUN, "max_restarts": -1}}, None,
      r"distribution: max_restarts must be an integer from 0 to 100, got -1"),
     ("dist-restarts-too-many", {"distribution": {**TORCHRUN, "max_restarts": 101}}, None,
@@ -57,7 +100,7 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("dist-strategy-key-typo", {"distribution": {"torch_distributed": {"enable": True}}}, None,
      r"torch_distributed has unknown key 'enable'"),
     ("dist-modelparallel", {"distribution": {"smdistributed": {"modelparallel": {}}}}, None,
-     r"modelparallel is not supported"),
+     r"smdistributed.modelparallel needs 'enabled': True or False"),
     ("dist-parameter-server", {"distribution": {"parameter_server": {"enabled": True}}}, None,
      r"'parameter_server' is not supported"),
     ("hp-not-dict", {"hyperparameters": ["lr", 1]}, None, r"hyperparameters must be a dict"),
@@ -113,6 +156,22 @@ def _local_kwargs(src: Path, session: Any) -> dict[str, Any]:
             "instance_count": 2, "distribution": TORCHRUN, "session": session}
 
 
+def _with_training_inputs(fit_kwargs: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """Replace the TrainingInput markers of LOCAL_CASES by TrainingInputs of a local folder."""
+    from ddpjob import TrainingInput
+
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    markers = {"PIPE": {"input_mode": "Pipe"}, "GZIP": {"compression": "Gzip"},
+               "MANIFEST": {"s3_data_type": "ManifestFile"},
+               "SHARDED_TYPO": {"distribution": "Sharded"}}
+    channels = fit_kwargs.get("inputs")
+    if not isinstance(channels, dict) or not any(v in markers for v in channels.values()):
+        return fit_kwargs
+    return {**fit_kwargs, "inputs": {name: TrainingInput(str(data), **markers[value])
+                                     for name, value in channels.items()}}
+
+
 def _assert_one_line_error(excinfo: pytest.ExceptionInfo, match: str) -> None:
     message = str(excinfo.value)
     assert "\n" not in message, message
@@ -128,7 +187,7 @@ def test_local_bad_input(case: str, changes: dict, fit_kwargs: dict | None, matc
     kwargs = {**_local_kwargs(src, local_session), **changes}
     with pytest.raises(UserInputError, match=match) as excinfo:
         estimator = PyTorch(**kwargs)
-        estimator.fit(**(fit_kwargs or {}))
+        estimator.fit(**_with_training_inputs(fit_kwargs or {}, tmp_path))
     _assert_one_line_error(excinfo, match)
     # nothing packed, stored or submitted: the LocalSession's home was never written
     assert not (tmp_path / "home").exists()
@@ -136,7 +195,17 @@ def test_local_bad_input(case: str, changes: dict, fit_kwargs: dict | None, matc
 
 
 AWS_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
-    ("no-image", {"image_uri": None}, None, r"image_uri is required for SageMaker jobs"),
+    ("unknown-framework-version", {"image_uri": None, "framework_version": "0.9.9"}, {},
+     r"framework_version '0.9.9' has no SageMaker training container; available: .*2\.8\.0"),
+    ("processor-mismatch", {"image_uri": None, "instance_type": "ml.trn1.2xlarge"}, {},
+     r"instance_type 'ml.trn1.2xlarge' needs a neuron image, but framework 2.8.0 has cpu/gpu "
+     r"training images only"),
+    ("py-version-mismatch", {"image_uri": None, "framework_version": "2.8.0",
+                             "py_version": "py27"}, {},
+     r"py_version \(framework 2.8.0\) 'py27' has no SageMaker training container; available: "
+     r"py312"),
+    ("region-without-image", {"image_uri": None, "session": "MARS"}, {},
+     r"region 'mars-east-1' has no SageMaker training container"),
     ("no-role", {"role": None}, {}, r"role is required for SageMaker jobs"),
     ("no-role-default-bucket", {"role": None, "output_path": None}, {},
      r"role is required for SageMaker jobs"),
@@ -149,6 +218,11 @@ AWS_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
      r"s3://no-such-bucket-xyz/out failed: no such bucket"),
     ("hp-too-many", {"hyperparameters": {f"h{i}": i for i in range(96)}}, {},
      r"at most 100"),
+    ("max-restarts-on-dlc", {"image_uri": None,
+                             "distribution": {**TORCHRUN, "max_restarts": 2}}, {},
+     r"distribution: max_restarts needs ddpjob's launcher .* SageMaker's PyTorch container"),
+    ("runtime-name-taken-on-dlc", {"image_uri": None, "source_dir": "RUNTIME_CLASH"}, {},
+     r"is named like ddpjob's runtime"),
 ]
 
 
@@ -162,6 +236,13 @@ def test_aws_bad_input(case: str, changes: dict, fit_kwargs: dict | None, match:
               "instance_count": 2, "distribution": TORCHRUN, "session": aws_session,
               "role": ROLE, "image_uri": IMAGE, "output_path": f"s3://{s3_bucket}/out",
               **changes}
+    if kwargs["source_dir"] == "RUNTIME_CLASH":  # the code has its own ddpjob_runtime folder
+        (src / "ddpjob_runtime").mkdir()
+        kwargs["source_dir"] = str(src)
+    if kwargs["session"] == "MARS":
+        from ddpjob.sagemaker.session import Session
+
+        kwargs["session"] = Session(boto3.Session(region_name="mars-east-1"))
     buckets_before, jobs_before = moto_probe.buckets(), moto_probe.training_jobs()
     with pytest.raises(DdpjobError, match=match) as excinfo:
         estimator = PyTorch(**kwargs)

@@ -19,8 +19,10 @@ TYPE = "ml.p4d.24xlarge"
 FORMS: list[tuple[str, dict, dict[str, str]]] = [
     ("torch_distributed", {"torch_distributed": {"enabled": True}},
      {"sagemaker_torch_distributed_enabled": "true", "sagemaker_instance_type": f'"{TYPE}"'}),
-    ("pytorchddp", {"pytorchddp": {"enabled": True}},
-     {"sagemaker_pytorch_ddp_enabled": "true", "sagemaker_instance_type": f'"{TYPE}"'}),
+    ("pytorchddp", {"pytorchddp": {"enabled": True}},  # the SDK sends it as SMDDP
+     {"sagemaker_distributed_dataparallel_enabled": "true",
+      "sagemaker_instance_type": f'"{TYPE}"',
+      "sagemaker_distributed_dataparallel_custom_mpi_options": '""'}),
     ("smdistributed", {"smdistributed": {"dataparallel": {"enabled": True}}},
      {"sagemaker_distributed_dataparallel_enabled": "true",
       "sagemaker_instance_type": f'"{TYPE}"',

@@ -17,8 +17,9 @@ from typing import Any
 
 from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
+from ddpjob.extras import require_torch
 from ddpjob.job_status import TERMINAL_STATUSES
-from ddpjob.local import hostroot, logtail
+from ddpjob.local import dlc_host, hostroot, logtail
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 from ddpjob.naming import check_job_name
@@ -97,7 +98,13 @@ class LocalSession(BaseSession):
     # --- jobs --------------------------------------------------------------------------------
 
     def submit_dryrun(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """The request as the local client checks and completes it; nothing is written."""
+        """The request as the local client checks and completes it; nothing is written.
+
+        What local hosts cannot do (Pipe input, manifests, model parallelism, ...) is one
+        UserInputError; members with no effect on this machine are logged."""
+        from ddpjob.arguments import check_local_request
+
+        check_local_request(request)
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
             return self._client.checked_request(dict(request))
 
@@ -113,6 +120,8 @@ class LocalSession(BaseSession):
         return super().submit(request, private_stage)
 
     def _reserve(self, request: dict[str, Any]) -> None:
+        if not dlc_host.is_dlc_request(request):  # the DLC's toolkits bring their own torch
+            require_torch()
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
             self._client.reserve(request["TrainingJobName"])
 

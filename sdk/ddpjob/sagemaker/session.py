@@ -120,12 +120,12 @@ class Session(BaseSession):
                 f"'ml.*' type such as 'ml.g5.12xlarge' (or a LocalSession for 'local'/'local_gpu')")
 
     def training_image(self, image_uri: str | None) -> str:
-        """`image_uri`, which SageMaker jobs need (the ddpjob image pushed to ECR)."""
+        """`image_uri` (SageMaker's container that ddpjob.PyTorch picks, or an image in ECR)."""
         if image_uri is None:
             raise UserInputError(
-                "image_uri is required for SageMaker jobs: build the ddpjob image (container/) "
-                "and push it to ECR, then pass image_uri='<account>.dkr.ecr.<region>."
-                "amazonaws.com/ddpjob:<tag>'")
+                "image_uri is required for an Estimator on SageMaker: use ddpjob.PyTorch (which "
+                "picks SageMaker's PyTorch container) or pass image_uri='<account>.dkr.ecr."
+                "<region>.amazonaws.com/<image>:<tag>' (e.g. the ddpjob image of container/)")
         return image_uri
 
     def resolve_role(self, role: str | None) -> str:

@@ -1,0 +1,80 @@
+"""What an estimator offers about its latest job: status, logs, model and checkpoints."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime import storage
+
+from ddpjob import checkpoint_store
+from ddpjob.base_session import BaseSession
+from ddpjob.errors import UserInputError
+from ddpjob.training_job import TrainingJob
+
+
+class JobResults:
+    """Mixin of `Estimator`: reads `session`, `latest_training_job` and `checkpoint_s3_uri`."""
+
+    session: BaseSession
+    latest_training_job: TrainingJob | None
+    checkpoint_s3_uri: str | None
+
+    def _job(self) -> TrainingJob:
+        if self.latest_training_job is None:
+            raise UserInputError("no training job yet: call fit() or attach() first")
+        return self.latest_training_job
+
+    def describe(self) -> dict[str, Any]:
+        """DescribeTrainingJob of the latest job."""
+        return self._job().describe()
+
+    def logs(self) -> None:
+        """Print every log line of the latest job so far, each prefixed with its host."""
+        self._job().logs()
+
+    def stop(self) -> None:
+        """Stop the latest job."""
+        self._job().stop()
+
+    @property
+    def model_data(self) -> str | None:
+        """URI of the latest job's model.tar.gz (where it is, or will be once Completed)."""
+        artifacts = self.describe().get("ModelArtifacts") or {}
+        return artifacts.get("S3ModelArtifacts")
+
+    @property
+    def training_job_analytics(self) -> Any:
+        """The latest job's `TrainingJobAnalytics`, as in the official SDK: its `dataframe()`
+        holds the series of its MetricDefinitions, rows `timestamp` (seconds since training
+        started), `metric_name`, `value`."""
+        from ddpjob.analytics import TrainingJobAnalytics
+
+        return TrainingJobAnalytics(self._job().name, sagemaker_session=self.session)
+
+    def download_model(self, local_dir: str | os.PathLike) -> Path:
+        """Download the latest job's model.tar.gz into `local_dir`; return the file's path."""
+        uri = self.model_data
+        if not uri:
+            raise UserInputError(f"training job {self._job().name} has no model yet (status "
+                                 f"{self.describe()['TrainingJobStatus']})")
+        return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name,
+                                     progress=True)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _checkpoint_uri(self) -> str:
+        if not self.checkpoint_s3_uri:
+            raise UserInputError("checkpoint_s3_uri is not set for this estimator; pass "
+                                 "checkpoint_s3_uri='s3://bucket/prefix' (or file:// locally)")
+        return self.checkpoint_s3_uri
+
+    def checkpoints(self) -> list[checkpoint_store.Checkpoint]:
+        """The complete checkpoints under checkpoint_s3_uri (step, time, uri), oldest first."""
+        return checkpoint_store.list_checkpoints(self._checkpoint_uri())
+
+    def download_checkpoint(self, local_dir: str | os.PathLike, step: int | None = None) -> Path:
+        """Download a complete checkpoint (the latest when `step` is None) into `local_dir`;
+        return its folder (`<local_dir>/step-000000100`)."""
+        return checkpoint_store.download_checkpoint(self._checkpoint_uri(), local_dir, step)

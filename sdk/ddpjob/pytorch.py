@@ -1,0 +1,61 @@
+"""`PyTorch`: the official SDK's PyTorch estimator names; SageMaker's PyTorch container by
+default on `ml.*`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ddpjob import validation
+from ddpjob.errors import UserInputError
+from ddpjob.estimator import DEFAULT_BASE_JOB_NAME, Estimator
+from ddpjob.image_uris import (
+    DEFAULT_FRAMEWORK_VERSION,
+    DEFAULT_PY_VERSION,
+    PYTORCH,
+    ImageRequest,
+)
+
+
+class PyTorch(Estimator):
+    """An Estimator for PyTorch scripts; on `ml.*` with no `image_uri` the job runs on
+    SageMaker's PyTorch training container for `framework_version`/`py_version` (defaults:
+    `image_uris.DEFAULT_FRAMEWORK_VERSION`/`DEFAULT_PY_VERSION`) and the instance's processor.
+    """
+
+    _default_base_job_name = DEFAULT_BASE_JOB_NAME
+
+    def __init__(self, entry_point: str | os.PathLike, framework_version: str | None = None,
+                 py_version: str | None = None, compiler_config: Any = None, **kwargs: Any):
+        """See `Estimator`; `framework_version`/`py_version` are strings such as "2.3.0",
+        "py311"; `compiler_config` is the official SDK's TrainingCompilerConfig."""
+        self.framework_version = validation.optional_str(framework_version, "framework_version")
+        self.py_version = validation.optional_str(py_version, "py_version")
+        if compiler_config is not None and not callable(
+            getattr(compiler_config, "_to_hyperparameter_dict", None)
+        ):
+            raise UserInputError("compiler_config must be the official SDK's "
+                                 "TrainingCompilerConfig")
+        self.compiler_config = compiler_config
+        super().__init__(entry_point, **kwargs)
+
+    def _image_request(self) -> ImageRequest:
+        return ImageRequest(PYTORCH, self.framework_version or DEFAULT_FRAMEWORK_VERSION,
+                            self.py_version or (None if self.framework_version
+                                                else DEFAULT_PY_VERSION),
+                            self.instance_type, self.session.region_name or "",
+                            distribution=self.distribution)
+
+    def _table_defaults(self) -> dict[str, Any]:
+        # As the official PyTorch estimator: metrics time series on from PyTorch 1.3.
+        version = self.framework_version or (DEFAULT_FRAMEWORK_VERSION if self.uses_dlc
+                                             else None)
+        if version is None or not self.instance_type.startswith("ml."):
+            return {}
+        major_minor = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+        return {"enable_sagemaker_metrics": True} if major_minor >= (1, 3) else {}
+
+    def _framework_hyperparameters(self) -> dict[str, Any]:
+        if not self.compiler_config:
+            return {}
+        return dict(self.compiler_config._to_hyperparameter_dict())

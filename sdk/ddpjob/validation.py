@@ -1,0 +1,144 @@
+"""Checks of estimator arguments: each returns the value (normalised) or raises one-line
+UserInputError naming the argument and what is allowed. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ddpjob.errors import UserInputError
+
+MAX_ENVIRONMENT = 100
+_ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,511}$")
+#: Environment names the platform and ddpjob set on every host: a user value would be replaced
+#: or would break the contract, so it is refused rather than silently overridden.
+RESERVED_ENV_PREFIXES = ("SM_", "DDPJOB_")
+
+
+def positive_int(value: Any, argument: str, *, low: int = 1, high: int | None = None) -> int:
+    """An int in [low, high] (bool is not an int here)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+        high is not None and value > high
+    ):
+        allowed = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise UserInputError(f"{argument} must be an integer {allowed}, got {value!r}")
+    return value
+
+
+def optional_int(value: Any, argument: str, *, low: int = 1, high: int | None = None
+                 ) -> int | None:
+    """None, or `positive_int`."""
+    return None if value is None else positive_int(value, argument, low=low, high=high)
+
+
+def optional_str(value: Any, argument: str) -> str | None:
+    """None or a non-empty string."""
+    if value is not None and (not isinstance(value, str) or not value):
+        raise UserInputError(f"{argument} must be a non-empty string or None, got {value!r}")
+    return value
+
+
+def optional_bool(value: Any, argument: str) -> bool | None:
+    """None, True or False."""
+    if value is not None and not isinstance(value, bool):
+        raise UserInputError(f"{argument} must be True, False or None, got {value!r}")
+    return value
+
+
+def string_list(value: Any, argument: str) -> list[str] | None:
+    """None or a non-empty list of non-empty strings."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value or not all(
+        isinstance(item, str) and item for item in value
+    ):
+        raise UserInputError(f"{argument} must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def environment(value: Any) -> dict[str, str]:
+    """Environment variables for every host: names, values, count and reserved prefixes."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UserInputError(f"environment must be a dict of NAME -> string, got "
+                             f"{type(value).__name__}")
+    if len(value) > MAX_ENVIRONMENT:
+        raise UserInputError(f"environment: {len(value)} variables given; SageMaker allows at "
+                             f"most {MAX_ENVIRONMENT}")
+    for name, text in value.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise UserInputError(f"environment: {name!r} is not a variable name (letters, "
+                                 f"digits and '_', not starting with a digit)")
+        if name.startswith(RESERVED_ENV_PREFIXES):
+            raise UserInputError(
+                f"environment: {name!r} is reserved (SM_* and DDPJOB_* are set by SageMaker "
+                f"and ddpjob on every host); use another name, or the estimator argument "
+                f"that sets it (e.g. output_path, checkpoint_local_path)")
+        if not isinstance(text, str) or len(text) > 512:
+            raise UserInputError(f"environment[{name!r}] must be a string of at most 512 "
+                                 f"characters, got {text!r:.60}")
+    return dict(value)
+
+
+def tags(value: Any) -> list[dict[str, str]]:
+    """`[{'Key': ..., 'Value': ...}]`, also from a dict; SageMaker's limits."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        value = [{"Key": key, "Value": text} for key, text in value.items()]
+    if not isinstance(value, (list, tuple)):
+        raise UserInputError("tags must be a list of {'Key': ..., 'Value': ...} or a dict")
+    if len(value) > 50:
+        raise UserInputError(f"tags: {len(value)} given; SageMaker allows at most 50")
+    for tag in value:
+        if not (isinstance(tag, Mapping) and set(tag) == {"Key", "Value"}
+                and isinstance(tag["Key"], str) and 1 <= len(tag["Key"]) <= 128
+                and isinstance(tag["Value"], str) and len(tag["Value"]) <= 256):
+            raise UserInputError(f"tags: {tag!r} must be {{'Key': <1-128 chars>, 'Value': "
+                                 f"<up to 256 chars>}}")
+    return [dict(tag) for tag in value]
+
+
+def request_dict(value: Any, argument: str) -> dict[str, Any] | None:
+    """A request member given as a dict, or as an official SDK object (`_to_request_dict()`),
+    e.g. `TensorBoardOutputConfig`, `ProfilerConfig`, `DebuggerHookConfig`, `InstanceGroup`."""
+    if value is None:
+        return None
+    to_request = getattr(value, "_to_request_dict", None)
+    if callable(to_request):
+        value = to_request()
+    if not isinstance(value, Mapping):
+        raise UserInputError(f"{argument} must be the official SDK's object or a dict in the "
+                             f"CreateTrainingJob shape, got {type(value).__name__}")
+    return dict(value)
+
+
+def metric_definitions(value: Any) -> list[dict[str, str]] | None:
+    """`[{'Name': ..., 'Regex': ...}]`, each regex compiled once to catch typos now."""
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)):
+        raise UserInputError("metric_definitions must be a list of {'Name': ..., 'Regex': ...}")
+    for item in value:
+        if not (isinstance(item, Mapping) and set(item) == {"Name", "Regex"}
+                and all(isinstance(item[key], str) and item[key] for key in item)):
+            raise UserInputError(f"metric_definitions: {item!r} must be {{'Name': str, "
+                                 f"'Regex': str}}")
+        try:
+            re.compile(item["Regex"])
+        except re.error as error:
+            raise UserInputError(f"metric_definitions: {item['Name']!r} has an invalid regex "
+                                 f"{item['Regex']!r} ({error})") from None
+    return [dict(item) for item in value]
+
+
+def checkpoint_local_path(value: Any) -> str | None:
+    """An absolute path in the container; a relative one is refused (SageMaker requires
+    absolute, and guessing what it is relative to would differ between backends)."""
+    value = optional_str(value, "checkpoint_local_path")
+    if value is not None and not value.startswith("/"):
+        raise UserInputError(f"checkpoint_local_path {value!r} must be an absolute path on "
+                             f"the hosts (default /opt/ml/checkpoints)")
+    return value
