@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -36,11 +37,15 @@ def test_quickstart_notebook_trains_and_opens_the_model(
     client.execute()
 
     outputs = [_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
-    setup, fit, model, checkpoints = outputs
+    setup, fit, curve, model, checkpoints = outputs
     assert f"python: {sys.executable}" in setup  # the kernel runs this environment's Python
     assert f"home: {home}" in setup
     assert "[algo-1] epoch 2/2" in fit and "[algo-2]" in fit
     assert "Completed" in fit
+    values = [float(v) for v in re.findall(r"from (\S+) to (\S+)", curve)[0]]
+    assert re.search(r"^(\d+) loss values", curve).group(1) != "0" and values[1] < values[0]
+    plot = next(cell for cell in notebook.cells if "training_job_analytics" in cell.source)
+    assert any("image/png" in out.get("data", {}) for out in plot.outputs)  # the plot itself
     assert "status: Completed" in model
     assert "history: Starting -> " in model and model.count("Completed") >= 2
     assert "model.tar.gz holds: ['model.pt']" in model
