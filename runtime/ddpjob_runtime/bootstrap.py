@@ -20,10 +20,10 @@ import tempfile
 from pathlib import Path
 
 from ddpjob_runtime import contract, failure, hosts, launcher, phases, sm_variables, sourcedir
-from ddpjob_runtime.mirrors import JobMirrors
 from ddpjob_runtime.entrypoint import check_entry_point
 from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
+from ddpjob_runtime.mirrors import JobMirrors
 
 log = logging.getLogger("ddpjob_runtime")
 
