@@ -23,6 +23,7 @@ from ddpjob_runtime import contract, failure, hosts, launcher, phases, sm_variab
 from ddpjob_runtime.entrypoint import check_entry_point
 from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
+from ddpjob_runtime.mirrors import JobMirrors
 
 log = logging.getLogger("ddpjob_runtime")
 
@@ -78,7 +79,8 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
         log.info("checkpoint restored: %s", f"step {step}" if step is not None else "none yet")
 
 
-def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str, str]:
+def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
+                mirrors: JobMirrors) -> dict[str, str]:
     if env.job_name:
         os.environ.setdefault(contract.ENV_TRAINING_JOB_NAME, env.job_name)  # SageMaker sets it too
     variables = dict(os.environ)
@@ -95,6 +97,8 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path) -> dict[str,
         variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
     if env.platform.get("checkpoint_s3_uri"):
         variables[contract.ENV_CHECKPOINT_URI] = str(env.platform["checkpoint_s3_uri"])
+    if mirrors.tensorboard_dir is not None:
+        variables[contract.ENV_TENSORBOARD_DIR] = str(mirrors.tensorboard_dir)
     return variables
 
 
@@ -201,7 +205,7 @@ def _upload_results(env: TrainingEnvironment) -> None:
                    storage.join(str(output_path), env.job_name, "output"))
 
 
-def _train(env: TrainingEnvironment, tmp_dir: Path) -> int:
+def _train(env: TrainingEnvironment, tmp_dir: Path, mirrors: JobMirrors) -> int:
     status_file = env.platform.get("status_file")
     phases.write_phase(status_file, "Downloading")
     _prepare_folders(env)
@@ -214,9 +218,11 @@ def _train(env: TrainingEnvironment, tmp_dir: Path) -> int:
     gpus = sm_variables.num_gpus()
     command = _command(env, gpus, entry)
     _stage_inputs(env)
-    variables = _worker_env(env, gpus, tmp_dir)
+    mirrors.download()
+    variables = _worker_env(env, gpus, tmp_dir, mirrors)
     phases.write_phase(status_file, "Training")
-    result = launcher.run(command, variables, cwd=str(env.code_dir))
+    with mirrors.running():
+        result = launcher.run(command, variables, cwd=str(env.code_dir))
     return _outcome(env, result, tmp_dir)
 
 
@@ -240,9 +246,10 @@ def train(root: Path | None = None) -> int:
     shutil.rmtree(tmp_dir, ignore_errors=True)
     tmp_dir.mkdir(mode=0o700)
     code = 1
+    mirrors = JobMirrors(env)
     previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        code = _train(env, tmp_dir)
+        code = _train(env, tmp_dir, mirrors)
     except (RuntimeContractError, StorageError, JobStopped) as exc:
         log.error("%s", exc)
         code = exc.exit_code
@@ -252,15 +259,17 @@ def train(root: Path | None = None) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(tmp_dir, ignore_errors=True)
-        try:
-            _upload_results(env)
-        except (StorageError, OSError) as exc:
-            log.error("uploading the results failed: %s", exc)
-            if code == 0:
-                code = 1
-                failure.write_failure(
-                    env.output_dir, failure.reason(env.current_host, None, 1, f"upload: {exc}")
-                )
+        # The checkpoint folder's other files and TensorBoard's, then model/ and output/data/:
+        # each is tried even when the other failed.
+        for upload in (mirrors.upload, lambda: _upload_results(env)):
+            try:
+                upload()
+            except (StorageError, OSError) as exc:
+                log.error("uploading the results failed: %s", exc)
+                if code == 0:
+                    code = 1
+                    failure.write_failure(env.output_dir, failure.reason(
+                        env.current_host, None, 1, f"upload: {exc}"))
     log.info("host %s finished with exit code %d", env.current_host, code)
     return code
 

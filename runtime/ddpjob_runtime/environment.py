@@ -135,8 +135,12 @@ def checkpoint_local_dir(root: Path, checkpoint_config: dict[str, Any]) -> Path:
     """The checkpoint folder SageMaker syncs: `LocalPath` (default `/opt/ml/checkpoints`), an
     `/opt/ml/...` path mapped under `root` when the root is elsewhere (a local host)."""
     local = checkpoint_config.get("LocalPath")
-    if not local:
-        return root / contract.CHECKPOINTS_DIR
+    return mapped_path(root, local) if local else root / contract.CHECKPOINTS_DIR
+
+
+def mapped_path(root: Path, local: str) -> Path:
+    """A container path of the request: an `/opt/ml/...` path is mapped under `root` when the
+    root is elsewhere (a local host); any other path is taken as it is."""
     path = Path(local)
     if path.is_relative_to(DEFAULT_ROOT) and root != Path(DEFAULT_ROOT):
         return root / path.relative_to(DEFAULT_ROOT)

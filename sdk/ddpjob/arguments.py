@@ -149,7 +149,8 @@ ROWS: tuple[Argument, ...] = (
             "File only; Pipe and FastFile refused", default="File"),
     _member("tensorboard_output_config", "TensorBoardOutputConfig",
             lambda v: validation.request_dict(v, "tensorboard_output_config"),
-            "the local TensorBoard folder is uploaded like SageMaker does"),
+            ("LocalPath (`$DDPJOB_TENSORBOARD_DIR`) uploaded to S3OutputPath every 2 s and at the "
+             "end, from the first host")),
     Argument("debugger_hook_config", "DebugHookConfig", _debugger_hook,
              lambda v, _: {"DebugHookConfig": v} if v else {}, _read("DebugHookConfig"),
              NO_EFFECT),

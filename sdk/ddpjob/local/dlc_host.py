@@ -23,7 +23,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,6 @@ TRAINING_MODULE = "sagemaker_pytorch_container.training:main"
 TOOLKITS = ("sagemaker_training", "sagemaker_pytorch_container")
 EXTRA = 'pip install "ddpjob[dlc]"'
 TOOLKIT_PORT = 7777  # sagemaker_training.torch_distributed.MASTER_PORT
-CHECKPOINT_SYNC_S = 2.0
 # <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>:<tag>
 _DLC_IMAGE = re.compile(
     r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/"
@@ -148,9 +146,9 @@ class DlcHost:
         self.host, self.job_dir = host, job_dir
         self.root = job_dir / "hosts" / host
         self.status_file = hostroot.status_file(job_dir, host)
-        self.sync = platform_duties.CheckpointSync(self.request, self.root)
+        self.sync = platform_duties.checkpoint_sync(self.request, self.root)
+        self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
         self.proc: subprocess.Popen | None = None
-        self.ended = threading.Event()
 
     def _prepare(self) -> None:
         phases.write_phase(self.status_file, "Downloading")
@@ -165,13 +163,6 @@ class DlcHost:
                                f"torchrun rendezvous, is in use on this machine (another job on "
                                f"SageMaker's PyTorch container?); one such job runs at a time")
 
-    def _sync_while_running(self) -> None:
-        while not self.ended.wait(CHECKPOINT_SYNC_S):
-            try:
-                self.sync.upload()
-            except Exception as exc:  # noqa: BLE001 - retried next round and at the end
-                log.warning("checkpoint upload to %s failed (retried): %s", self.sync.uri, exc)
-
     def _run_toolkit(self) -> int:
         phases.write_phase(self.status_file, "Training")
         command = [toolkit_python(), "-c", "from sagemaker_training.cli.train import main; main()"]
@@ -179,13 +170,8 @@ class DlcHost:
                  platform_duties.address_of(self.request, self.host), " ".join(command))
         self.proc = subprocess.Popen(command, cwd=self.root / "code", env=_toolkit_env(self.root),
                                      start_new_session=True)
-        syncer = threading.Thread(target=self._sync_while_running, daemon=True)
-        syncer.start()
-        try:
+        with self.sync.running(), self.tensorboard.running():
             return self.proc.wait()
-        finally:
-            self.ended.set()
-            syncer.join()
 
     def stop(self, signum: int, _frame: object) -> None:
         """SIGTERM from the supervisor: pass it to the toolkit's whole process group."""
@@ -214,6 +200,7 @@ class DlcHost:
     def _finish(self, code: int) -> int:
         try:
             self.sync.upload()
+            self.tensorboard.upload()
             platform_duties.upload_results(self.request, self.host, self.root)
         except Exception as exc:  # noqa: BLE001 - a failed upload fails the host
             log.error("uploading the results failed: %s", exc)

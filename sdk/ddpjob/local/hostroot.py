@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract
+from ddpjob_runtime import contract, mirrors
 
 LOOPBACK = "127.0.0.1"
 GROUP = "homogeneousCluster"
@@ -81,6 +81,9 @@ def config_files(
             "S3Uri": checkpoint["S3Uri"],
         }
         files[contract.PLATFORM_FILE]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
+    tensorboard = request.get("TensorBoardOutputConfig")
+    if tensorboard:  # SageMaker uploads that folder; on this machine the runtime does
+        files[contract.PLATFORM_FILE][mirrors.TENSORBOARD_KEY] = dict(tensorboard)
     files[contract.PLATFORM_FILE].update(
         {k: v for k, v in (staged or {}).items() if k != "channels"})
     return files

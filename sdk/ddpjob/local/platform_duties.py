@@ -5,8 +5,10 @@ Before the toolkit starts: the config files under `input/config` (with loopback 
 names, which the toolkit resolves and torchrun connects to), every channel staged into
 `input/data/<channel>`, and everything under `CheckpointConfig.S3Uri` brought down into the
 checkpoint folder. While it runs: new or changed files of the checkpoint folder uploaded to
-`S3Uri`. After it ends: a last checkpoint upload and, from the first host, `model/` and
-`output/data/` as `model.tar.gz` / `output.tar.gz` under `<S3OutputPath>/<job>/output/`.
+`S3Uri` (`ddpjob_runtime.folder_sync`, the runtime's own sync), and from the first host those of
+the TensorBoard folder to `TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of
+both and, from the first host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz`
+under `<S3OutputPath>/<job>/output/`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Any
 
 from ddpjob_runtime import storage
 from ddpjob_runtime.environment import checkpoint_local_dir
-from ddpjob_runtime.errors import ObjectNotFoundError
+from ddpjob_runtime.folder_sync import FolderSync
+from ddpjob_runtime.mirrors import tensorboard_sync as tensorboard_sync_of
 
 from ddpjob.local import hostroot
 
@@ -76,47 +79,19 @@ def stage_channels(request: dict[str, Any], root: Path) -> None:
         storage.download_prefix(uri, root / "input" / "data" / name)
 
 
-class CheckpointSync:
-    """SageMaker's checkpoint sync between a host's checkpoint folder and CheckpointConfig.S3Uri:
-    all of S3Uri down before the job, new or changed files up while and after it runs."""
+def checkpoint_sync(request: dict[str, Any], root: Path) -> FolderSync:
+    """SageMaker's checkpoint sync between the host's checkpoint folder and
+    CheckpointConfig.S3Uri: all of S3Uri down before the job, new or changed files up while
+    and after it runs."""
+    config = request.get("CheckpointConfig") or {}
+    return FolderSync(checkpoint_local_dir(root, config), config.get("S3Uri"))
 
-    def __init__(self, request: dict[str, Any], root: Path):
-        config = request.get("CheckpointConfig") or {}
-        self.uri: str | None = config.get("S3Uri")
-        self.folder = checkpoint_local_dir(root, config)
-        self._sent: dict[str, tuple[int, int]] = {}
 
-    def _files(self) -> dict[str, tuple[int, int]]:
-        found = {}
-        for path in sorted(self.folder.rglob("*")) if self.folder.is_dir() else []:
-            if path.is_file():
-                stat = path.stat()
-                found[path.relative_to(self.folder).as_posix()] = (stat.st_size, stat.st_mtime_ns)
-        return found
-
-    def download(self) -> None:
-        """Bring everything under S3Uri down (the files then count as already uploaded)."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        if not self.uri or not storage.list_objects(self.uri):
-            return
-        log.info("restoring checkpoints from %s into %s", self.uri, self.folder)
-        storage.download_prefix(self.uri, self.folder)
-        self._sent = self._files()
-
-    def upload(self) -> int:
-        """Upload the files that are new or changed since the last call; how many."""
-        if not self.uri:
-            return 0
-        files = self._files()
-        changed = [rel for rel, seen in files.items() if self._sent.get(rel) != seen]
-        for rel in changed:
-            try:
-                storage.upload_file(self.folder / rel, storage.join(self.uri, rel))
-            except ObjectNotFoundError:  # replaced or removed meanwhile: the next round sees it
-                files.pop(rel)
-                continue
-            self._sent[rel] = files[rel]
-        return len(changed)
+def tensorboard_sync(request: dict[str, Any], host: str, root: Path) -> FolderSync:
+    """The upload of TensorBoardOutputConfig's folder, from the first host (a no-op elsewhere
+    and without the config)."""
+    first = hostroot.host_names(request).index(host) == 0
+    return tensorboard_sync_of(root, request.get("TensorBoardOutputConfig") if first else None)
 
 
 def upload_results(request: dict[str, Any], host: str, root: Path) -> None:

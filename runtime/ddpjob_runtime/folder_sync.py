@@ -1,0 +1,113 @@
+"""SageMaker's folder sync: a local folder mirrored to a storage URI while a job runs.
+
+SageMaker does this for `CheckpointConfig` (everything under `S3Uri` brought down before the
+script starts, new or changed files of `LocalPath` uploaded while it runs and at its end) and,
+upload-only, for `TensorBoardOutputConfig`. One implementation for both and for both kinds of
+local host: ddpjob's runtime and SageMaker's own PyTorch container played by the local backend.
+Nothing is ever deleted remotely. Torch-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ddpjob_runtime import fsutil, storage
+from ddpjob_runtime.errors import ObjectNotFoundError
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 2.0  # between two upload rounds while the job runs
+
+
+def _temporary(name: str) -> bool:
+    """A temp file of an atomic write (`.<name>.<random>.tmp`): never synced."""
+    return name.startswith(".") and name.endswith(fsutil.TMP_SUFFIX)
+
+
+class FolderSync:
+    """Mirror `folder` to the folder URI `uri` (no-op without one).
+
+    `skip(relative posix path)` names files that are not this sync's business (in either
+    direction), e.g. checkpoint step folders that `ddpjob_runtime.checkpoints` ships itself.
+    """
+
+    def __init__(self, folder: Path, uri: str | None,
+                 skip: Callable[[str], bool] | None = None) -> None:
+        self.folder = Path(folder)
+        self.uri = uri or None
+        self._skip = skip or (lambda _rel: False)
+        self._sent: dict[str, tuple[int, int]] = {}
+        self._lock = threading.Lock()  # one upload round at a time (background and final)
+
+    def _files(self) -> dict[str, tuple[int, int]]:
+        """`{relative path: (size, mtime_ns)}` of the files to sync."""
+        found = {}
+        for path in sorted(self.folder.rglob("*")) if self.folder.is_dir() else []:
+            rel = path.relative_to(self.folder).as_posix()
+            if path.is_file() and not _temporary(path.name) and not self._skip(rel):
+                stat = path.stat()
+                found[rel] = (stat.st_size, stat.st_mtime_ns)
+        return found
+
+    def download(self) -> int:
+        """Bring every object under `uri` (but the skipped ones) into the folder; they then
+        count as uploaded. How many."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not self.uri:
+            return 0
+        keys = [info.key for info in storage.list_objects(self.uri) if not self._skip(info.key)]
+        wanted = set(keys)
+        if not keys:
+            return 0
+        log.info("bringing %d files down from %s into %s", len(keys), self.uri, self.folder)
+        storage.download_prefix(self.uri, self.folder, keys=keys)
+        with self._lock:
+            self._sent.update({rel: seen for rel, seen in self._files().items() if rel in wanted})
+        return len(keys)
+
+    def upload(self) -> int:
+        """Upload the files that are new or changed since the last round; how many.
+
+        Raises StorageError when an upload fails (the file is tried again next round).
+        """
+        if not self.uri:
+            return 0
+        with self._lock:
+            files = self._files()
+            changed = [rel for rel, seen in files.items() if self._sent.get(rel) != seen]
+            for rel in changed:
+                try:
+                    storage.upload_file(self.folder / rel, storage.join(self.uri, rel))
+                except ObjectNotFoundError:  # replaced or removed meanwhile: next round sees it
+                    continue
+                self._sent[rel] = files[rel]
+        return len(changed)
+
+    @contextlib.contextmanager
+    def running(self, interval_s: float = INTERVAL_S) -> Iterator[None]:
+        """Upload every `interval_s` in the background while the block runs. A failed round is
+        logged and retried; the caller's last `upload()` after the block reports what failed."""
+        if not self.uri:
+            yield
+            return
+        ended = threading.Event()
+
+        def loop() -> None:
+            while not ended.wait(interval_s):
+                try:
+                    self.upload()
+                except Exception as exc:  # noqa: BLE001 - retried next round and at the end
+                    log.warning("upload of %s to %s failed (retried): %s",
+                                self.folder, self.uri, exc)
+
+        thread = threading.Thread(target=loop, name="ddpjob-folder-sync", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            ended.set()
+            thread.join()
