@@ -21,7 +21,9 @@ from typing import Any
 from ddpjob.local import gpus, metrics, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
-from ddpjob.local.supervisor import MODULE as SUPERVISOR_MODULE
+
+# What runs each job, as `python -m`: named, not imported, so the client stays light.
+SUPERVISOR_MODULE = "ddpjob.local.supervisor"
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,6 @@ from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
-MODULE = "ddpjob.local.supervisor"
 POLL_S = 0.1
 REASON_CHARS = 1024
 
