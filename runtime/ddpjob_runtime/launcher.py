@@ -1,7 +1,8 @@
 """Build the launch command (torchrun, mpirun or a single process) and run it as one group.
 
 The launched tree lives in its own process group; it dies with the bootstrap (PDEATHSIG),
-receives the bootstrap's SIGTERM/SIGINT, and is killed whole when the launch ends.
+receives the bootstrap's SIGTERM/SIGINT, and is killed whole when the launch ends, or
+`KILL_GRACE_S` after a stop that came from the bootstrap's parent dying.
 """
 
 from __future__ import annotations
