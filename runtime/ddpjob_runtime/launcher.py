@@ -1,7 +1,8 @@
 """Build the launch command (torchrun, mpirun or a single process) and run it as one group.
 
 The launched tree lives in its own process group; it dies with the bootstrap (PDEATHSIG),
-receives the bootstrap's SIGTERM/SIGINT, and is killed whole when the launch ends.
+receives the bootstrap's SIGTERM/SIGINT, and is killed whole when the launch ends, or
+`KILL_GRACE_S` after a stop that came from the bootstrap's parent dying.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 WORKER_MODULE = "ddpjob_runtime.worker"
 AGENT_MODULE = "ddpjob_runtime.agent"  # torchrun, bound to the rendezvous address
 KILL_GRACE_S = 5.0
+_POLL_S = 0.2
 _TORCHRUN_FLAGS = (contract.TORCH_DISTRIBUTED, contract.PYTORCH_DDP, contract.SMDDP)
 
 
@@ -183,6 +185,10 @@ def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
         for proc in procs:
             processes.signal_group(proc.pid, signum)
 
+    def orphaned_stop() -> bool:  # stopped because our parent died: nobody waits for us
+        return bool(stopped) and os.getppid() != parent
+
+    parent = os.getppid()
     # Handlers first: a signal that arrives during the start must still reach the group.
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -194,10 +200,24 @@ def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
         )
         if stopped:
             forward(stopped[0], None)
-        code = procs[0].wait()
+        _wait(procs[0], give_up=orphaned_stop)
     finally:
         for proc in procs:
             kill_group(proc)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return LaunchResult(code, stopped[0] if stopped else None)
+    code = procs[0].returncode
+    return LaunchResult(-signal.SIGKILL if code is None else code, stopped[0] if stopped else None)
+
+
+def _wait(proc: subprocess.Popen, give_up: Callable[[], bool]) -> None:
+    """Wait for `proc` to exit, or until `give_up()` says to end it without waiting further.
+
+    torchrun gives a worker that outlives its SIGTERM (a rank finishing a checkpoint upload)
+    30 s, then 30 s more after SIGKILL: a host whose parent died must not wait for that.
+    """
+    while not give_up():
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=_POLL_S)
+            return
+    log.warning("the host's parent is gone: ending the workers now")

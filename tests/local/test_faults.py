@@ -8,6 +8,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import signal
+import socket
 import threading
 from pathlib import Path
 
@@ -15,12 +17,14 @@ import pytest
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import (
+    JOB_TIMEOUT_S,
     JOBS,
     assert_no_processes,
     log_text,
     processes_under,
     source_tar,
     training_request,
+    wait_for,
     wait_until_ended,
 )
 
@@ -192,3 +196,25 @@ def test_a_spent_restart_budget_lists_each_restart_in_the_failure_reason(
     reason = job["FailureReason"]
     assert reason.startswith(f"AlgorithmError: {_KILLED}"), reason
     assert f"- restart 1 of 1 after: {_KILLED}" in reason, reason
+
+
+def test_a_host_uploading_a_checkpoint_ends_within_seconds_of_its_supervisor(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    """Supervisor SIGKILLed while rank 0 uploads (its worker waits for the upload on SIGTERM):
+    every process of the job is gone within 10 s, not after torchrun's 30 s + 30 s."""
+    with socket.socket() as never_answers:  # accepts connections (backlog), never replies
+        never_answers.bind(("127.0.0.1", 0))
+        never_answers.listen(64)
+        endpoint = f"http://127.0.0.1:{never_answers.getsockname()[1]}"
+        source = source_tar(tmp_path / "src", JOBS / "stuck_upload.py")
+        session.sagemaker_client.create_training_job(**training_request(
+            session, "stuck-upload", source, "stuck_upload.py", hosts=2, workers=1,
+            hyperparameters={"endpoint": endpoint},
+        ))  # fmt: skip
+        log = session.job_dir("stuck-upload") / "logs" / "algo-1.log"
+        wait_for(lambda: log.exists() and "rank 0 uploading" in log.read_text(),
+                 JOB_TIMEOUT_S, "rank 0 to start its upload")  # fmt: skip
+        supervisor = session.sagemaker_client.store.state("stuck-upload").supervisor_pid
+        os.kill(supervisor, signal.SIGKILL)
+        assert_no_processes(session.home, timeout_s=10)
