@@ -243,22 +243,30 @@ def drop_ignored(kwargs: dict[str, Any]) -> None:
 #: Official SDK arguments that ddpjob refuses (each would change what runs in a way it cannot
 #: honour). Every other official argument is accepted: see `arguments`.
 UNSUPPORTED_ARGUMENTS = frozenset({
-    "rules", "container_entry_point", "container_arguments", "checkpoint_s3_uri_kms_key",
+    "container_entry_point", "container_arguments", "checkpoint_s3_uri_kms_key",
     "training_recipe", "recipe_overrides", "instance_placement_config", "algorithm_arn",
     "tensorflow_version",
 })
+#: Official SDK arguments of services ddpjob does not drive: accepted and not sent, with a
+#: warning, so that a notebook's estimator call still builds (the training itself is the same).
+NOT_SENT = {"rules": "SageMaker Debugger rules are not run by ddpjob jobs"}
 
 
-def reject_unknown(kwargs: Mapping[str, Any], known: list[str]) -> None:
-    """One line for the first argument that is neither a parameter nor a row (with a hint)."""
+def reject_unknown(kwargs: dict[str, Any], known: list[str]) -> None:
+    """Take what is left in `kwargs` after the parameters and the rows: an unsupported official
+    argument or a near-miss of a known one (a typo) is one error; anything else is dropped
+    with a warning, as the official SDK's `**kwargs` drops it silently."""
     for name in sorted(kwargs):
         if name in UNSUPPORTED_ARGUMENTS:
             raise UserInputError(f"{name} is an argument of the official SageMaker SDK that "
                                  f"is not supported by ddpjob; remove it")
         close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise UserInputError(f"unexpected argument {name!r}{hint}; see help(ddpjob.PyTorch) "
-                             f"for the arguments ddpjob accepts")
+        if close:
+            raise UserInputError(f"unexpected argument {name!r} (did you mean {close[0]!r}?); "
+                                 f"see help(ddpjob.PyTorch) for the arguments ddpjob accepts")
+        kwargs.pop(name)
+        why = NOT_SENT.get(name, "it is not an estimator argument")
+        _warn(f"{name} ignored: {why} (the official SDK accepts and drops unknown arguments)")
 
 
 def check(values: Mapping[str, Any]) -> dict[str, Any]:

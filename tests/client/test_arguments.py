@@ -145,6 +145,17 @@ def test_ignored_official_arguments_warn(make: Any, caplog: pytest.LogCaptureFix
     assert "model_dir is not an estimator argument" in caplog.text
 
 
+def test_other_unknown_arguments_are_dropped_with_a_warning_typos_refused(
+        make: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """As the official SDK's `**kwargs`, but never silently; a near-miss is a typo."""
+    with pytest.warns(DeprecationWarning, match="epochs ignored: it is not an estimator"):
+        request = make(epochs=3, rules=["a Debugger rule"]).training_job_request(job_name="u-1")
+    assert "epochs" not in request["HyperParameters"] and "DebugRuleConfigurations" not in request
+    assert "rules ignored: SageMaker Debugger rules are not run by ddpjob jobs" in caplog.text
+    with pytest.raises(UserInputError, match=r"'hyperparameter' \(did you mean 'hyperparam"):
+        make(hyperparameter={"lr": 1})
+
+
 def test_attach_parameters_rebuild_the_same_request(make: Any, s3_bucket: str,
                                                     aws_session: Any) -> None:
     original = make(volume_size=100, metric_definitions=METRICS, subnets=["subnet-1"],

@@ -17,15 +17,10 @@ from typing import Any
 import boto3
 import pytest
 from ddpjob import PyTorch
-from ddpjob.errors import UserInputError
 from ddpjob.request import validate_request
 from ddpjob.sagemaker.session import Session
 
 CORPUS_FILE = Path(__file__).parent / "corpus" / "sagemaker_examples.py"
-#: Calls ddpjob refuses on purpose, and the one line it gives.
-REFUSED = {"rules": r"rules is an argument of the official SageMaker SDK that is not supported"}
-#: The issue's bar: at least 9 of 10 calls the official SDK accepts build a request.
-MIN_SHARE = 0.9
 
 
 def _corpus() -> Any:
@@ -111,19 +106,10 @@ def build(call: Any, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> dict[s
     return estimator.training_job_request()
 
 
-def _refusal(call: Any) -> str | None:
-    return next((match for name, match in REFUSED.items() if name in call.kwargs), None)
-
-
 @pytest.mark.parametrize("call", CORPUS.CALLS,
                          ids=[f"{i:02d}-{Path(c.path).stem}" for i, c in enumerate(CORPUS.CALLS)])
 def test_call_builds_a_request(call: Any, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:
-    refusal = _refusal(call)
-    if refusal is not None:
-        with pytest.raises(UserInputError, match=refusal):
-            build(call, tmp_path, monkeypatch)
-        return
     request = build(call, tmp_path, monkeypatch)
     validate_request(request)
     assert request["AlgorithmSpecification"]["TrainingImage"].startswith(
@@ -131,9 +117,6 @@ def test_call_builds_a_request(call: Any, tmp_path: Path,
     assert request["RoleArn"] == CORPUS.ROLE
 
 
-def test_corpus_size_and_share_that_builds() -> None:
-    calls = CORPUS.CALLS
-    refused = [call for call in calls if _refusal(call) is not None]
-    assert len(calls) >= 30
-    assert all(call.path for call in calls)
-    assert (len(calls) - len(refused)) / len(calls) >= MIN_SHARE
+def test_corpus_size_and_sources() -> None:
+    assert len(CORPUS.CALLS) >= 30  # each builds: test_call_builds_a_request
+    assert all(call.path for call in CORPUS.CALLS)
