@@ -40,6 +40,9 @@ PROCESSES_PER_HOST = "ddpjob_processes_per_host"
 MAX_RESTARTS = "ddpjob_max_restarts"  # worker restarts torchrun may do
 
 # ---------------------------------------------------------------- environment variables
+# Set by SageMaker and ddpjob on every host: a user's value would be replaced or would break
+# the contract, so the estimator refuses them rather than silently overriding them.
+RESERVED_ENV_PREFIXES = ("SM_", "DDPJOB_")
 ENV_ROOT = "SAGEMAKER_BASE_DIR"
 ENV_TRAINING_JOB_NAME = "TRAINING_JOB_NAME"
 ENV_CHECKPOINT_DIR = "DDPJOB_CHECKPOINT_DIR"

@@ -27,10 +27,10 @@ from ddpjob_runtime import storage
 
 from ddpjob import arguments
 from ddpjob.errors import UserInputError
+from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
 BACKENDS = ("local", "sagemaker")
-LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
 
 # key -> (accepted types, what the error says is allowed)
 _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {

@@ -29,15 +29,25 @@ DEFAULT_FRAMEWORK_VERSION = "2.8.0"
 DEFAULT_PY_VERSION = "py312"
 #: Repositories of SageMaker's training DLCs that run a `sagemaker_program` through the toolkit.
 DLC_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training", "pytorch-smp")
+# <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>(:<tag>|@<digest>)
 _DLC = re.compile(
-    r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)[:@]")
+    r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)"
+    r"(:(?P<tag>[\w.-]+)$|@)")
 _GPU_FAMILIES = ("p", "g")
+
+
+def dlc_repository(image_uri: str | None) -> tuple[str, str | None] | None:
+    """`(repository, tag)` when `image_uri` names one of SageMaker's PyTorch training
+    containers (the tag is None for a digest), else None."""
+    match = _DLC.match(image_uri or "")
+    if match is None or match.group("repo") not in DLC_REPOSITORIES:
+        return None
+    return match.group("repo"), match.group("tag")
 
 
 def is_dlc(image_uri: str | None) -> bool:
     """True when `image_uri` names one of SageMaker's PyTorch training containers."""
-    match = _DLC.match(image_uri or "")
-    return bool(match) and match.group("repo") in DLC_REPOSITORIES
+    return dlc_repository(image_uri) is not None
 
 
 def processor(instance_type: str) -> str:

@@ -78,11 +78,15 @@ def build_request(spec: JobSpec, members: Mapping[str, Any] | None = None) -> di
 
 
 @functools.lru_cache(maxsize=1)
-def _input_shape() -> Any:
+def service_model() -> Any:
+    """botocore's SageMaker service model (loaded once per process: it is large)."""
     import botocore.session
 
-    model = botocore.session.get_session().get_service_model("sagemaker")
-    return model.operation_model(OPERATION).input_shape
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def _input_shape() -> Any:
+    return service_model().operation_model(OPERATION).input_shape
 
 
 def validate_request(request: Mapping[str, Any]) -> Mapping[str, Any]:

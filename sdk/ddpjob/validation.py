@@ -7,13 +7,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ddpjob_runtime import contract
+
 from ddpjob.errors import UserInputError
 
 MAX_ENVIRONMENT = 100
 _ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,511}$")
-#: Environment names the platform and ddpjob set on every host: a user value would be replaced
-#: or would break the contract, so it is refused rather than silently overridden.
-RESERVED_ENV_PREFIXES = ("SM_", "DDPJOB_")
 
 
 def positive_int(value: Any, argument: str, *, low: int = 1, high: int | None = None) -> int:
@@ -71,7 +70,7 @@ def environment(value: Any) -> dict[str, str]:
         if not isinstance(name, str) or not _ENV_NAME.match(name):
             raise UserInputError(f"environment: {name!r} is not a variable name (letters, "
                                  f"digits and '_', not starting with a digit)")
-        if name.startswith(RESERVED_ENV_PREFIXES):
+        if name.startswith(contract.RESERVED_ENV_PREFIXES):
             raise UserInputError(
                 f"environment: {name!r} is reserved (SM_* and DDPJOB_* are set by SageMaker "
                 f"and ddpjob on every host); use another name, or the estimator argument "

@@ -21,6 +21,7 @@ from typing import Any
 from ddpjob.local import gpus, metrics, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
+from ddpjob.request import service_model
 
 # What runs each job, as `python -m`: named, not imported, so the client stays light.
 SUPERVISOR_MODULE = "ddpjob.local.supervisor"
@@ -51,7 +52,7 @@ class LocalSageMakerClient:
             from botocore.errorfactory import ClientExceptionsFactory
 
             self._exceptions = ClientExceptionsFactory().create_client_exceptions(
-                validation.service_model()
+                service_model()
             )
         return self._exceptions
 

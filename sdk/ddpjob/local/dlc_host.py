@@ -28,6 +28,7 @@ from typing import Any
 
 from ddpjob_runtime import failure, phases
 
+from ddpjob import image_uris
 from ddpjob.local import hostroot, platform_duties
 from ddpjob.local.jobstore import JobStore
 
@@ -39,11 +40,8 @@ TRAINING_MODULE = "sagemaker_pytorch_container.training:main"
 TOOLKITS = ("sagemaker_training", "sagemaker_pytorch_container")
 EXTRA = 'pip install "ddpjob[dlc]"'
 TOOLKIT_PORT = 7777  # sagemaker_training.torch_distributed.MASTER_PORT
-# <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>:<tag>
-_DLC_IMAGE = re.compile(
-    r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/"
-    r"(pytorch-training|huggingface-pytorch-training):(?P<tag>[\w.-]+)$"
-)
+# The DLCs whose toolkits run on local hosts (the model-parallel one needs SageMaker's cluster).
+LOCAL_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training")
 # Launches the DLC offers that need what a machine cannot give its local hosts.
 _REFUSED = {
     "sagemaker_distributed_dataparallel_enabled": "smdistributed.dataparallel (smddprun, "
@@ -55,9 +53,9 @@ _REFUSED = {
 
 def dlc_tag(request: dict[str, Any]) -> str | None:
     """The image tag when the request's TrainingImage is SageMaker's PyTorch training DLC."""
-    image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage") or ""
-    match = _DLC_IMAGE.match(image)
-    return match.group("tag") if match else None
+    image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage")
+    found = image_uris.dlc_repository(image)
+    return found[1] if found and found[0] in LOCAL_REPOSITORIES else None
 
 
 def is_dlc_request(request: dict[str, Any]) -> bool:

@@ -7,24 +7,16 @@ answer, with a message naming the field and what local mode allows.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from ddpjob_runtime import contract
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
 from ddpjob.local import dlc_host, metrics
+from ddpjob.request import service_model
 
-LOCAL_INSTANCE_TYPES = ("local", "local_gpu")
+LOCAL_INSTANCE_TYPES = ("local", "local_gpu")  # what runs on this machine
 URI_SCHEMES = ("s3://", "file://")
-
-
-@functools.lru_cache(maxsize=1)
-def service_model() -> Any:
-    """botocore's SageMaker service model (loaded once per process: it is large)."""
-    import botocore.session
-
-    return botocore.session.get_session().get_service_model("sagemaker")
 
 
 def client_error(operation: str, message: str, code: str = "ValidationException") -> Exception:
