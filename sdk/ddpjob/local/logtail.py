@@ -10,7 +10,7 @@ from typing import BinaryIO
 POLL_S = 0.2
 
 
-class _Tail:
+class Tail:
     """The unread part of one growing file (which may not exist yet)."""
 
     def __init__(self, path: Path):
@@ -46,7 +46,7 @@ def follow(
     Without `follow`, what is there now; with it, keep polling until `is_done()` says the writers
     have ended, then drain what is left.
     """
-    tails = {host: _Tail(path) for host, path in paths.items()}
+    tails = {host: Tail(path) for host, path in paths.items()}
     try:
         while True:
             done = not follow or is_done()  # asked before reading: nothing is written after

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob.local.logtail import _Tail
+from ddpjob.local.logtail import Tail
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class MetricCollector:
     def __init__(self, job_dir: Path, request: dict[str, Any], log_paths: dict[str, Path]):
         self.path = job_dir / SERIES_FILE
         self.definitions = definitions(request)
-        self.tails = {host: _Tail(path) for host, path in log_paths.items()}
+        self.tails = {host: Tail(path) for host, path in log_paths.items()}
 
     def poll(self, final: bool = False) -> int:
         """Record the values in the lines written since the last poll; how many were found.
