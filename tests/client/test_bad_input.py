@@ -56,7 +56,14 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("environment-reserved-ddpjob", {"environment": {"DDPJOB_HOST": "x"}}, None,
      r"environment: 'DDPJOB_HOST' is reserved"),
     ("checkpoint-local-relative", {"checkpoint_local_path": "ckpt"}, None,
-     r"checkpoint_local_path 'ckpt' must be an absolute path"),
+     r"checkpoint_local_path 'ckpt' refused: an absolute path without '..' is required"),
+    ("checkpoint-local-dotdot", {"checkpoint_local_path": "/opt/ml/../.."}, None,
+     r"checkpoint_local_path '/opt/ml/../..' refused: an absolute path without '..'"),
+    ("checkpoint-local-outside", {"checkpoint_local_path": "/home/me/ckpt"}, None,
+     r"checkpoint_local_path '/home/me/ckpt' refused: it must be a folder below /opt/ml"),
+    ("tensorboard-local-dotdot", {"tensorboard_output_config": {
+        "S3OutputPath": "s3://b/tb", "LocalPath": "/opt/ml/output/../../.."}}, None,
+     r"tensorboard_output_config LocalPath '/opt/ml/output/../../..' refused"),
     ("dist-ppn-huge", {"distribution": {"processes_per_host": 10_000}}, None,
      r"processes_per_host must be an integer between 1 and 64"),
     ("dist-modelparallel-local", {"distribution": {"smdistributed": {"modelparallel": {

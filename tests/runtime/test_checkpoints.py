@@ -216,26 +216,25 @@ def test_load_latest_refuses_a_hostile_local_manifest(ckpt: Path) -> None:
         checkpoints.load_latest()
 
 
-@pytest.mark.parametrize("local_path", [None, "/opt/ml/checkpoints/run", "custom"])
+@pytest.mark.parametrize("local_path", [None, "/opt/ml/checkpoints/run"])
 def test_on_sagemakers_own_container_checkpoints_live_in_the_synced_folder(
         tmp_path: Path, monkeypatch, local_path: str | None) -> None:
     """No ddpjob runtime (no DDPJOB_CHECKPOINT_*): the folder is checkpointconfig.json's
     LocalPath, which SageMaker syncs with S3Uri itself; save() uploads nothing of its own and
-    load_latest() reads what SageMaker brought down."""
+    load_latest() reads what SageMaker brought down. (A root other than /opt/ml is a local
+    host: a LocalPath outside /opt/ml is refused there, tests/runtime/test_environment.py.)"""
     root = tmp_path / "ml"
     for name in ("DDPJOB_CHECKPOINT_DIR", "DDPJOB_CHECKPOINT_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(root))
     monkeypatch.setenv("RANK", "0")
     config = {"S3Uri": "s3://no-such-bucket-sagemaker-syncs-it/ckpt"}  # we never upload there
-    if local_path == "custom":
-        local_path = str(tmp_path / "elsewhere")
     if local_path is not None:
         config["LocalPath"] = local_path
     (root / "input" / "config").mkdir(parents=True)
     (root / "input" / "config" / "checkpointconfig.json").write_text(json.dumps(config))
-    expected = {None: root / "checkpoints", "/opt/ml/checkpoints/run": root / "checkpoints" / "run",
-                }.get(local_path, tmp_path / "elsewhere")
+    expected = {None: root / "checkpoints",
+                "/opt/ml/checkpoints/run": root / "checkpoints" / "run"}[local_path]
     assert checkpoints.checkpoint_dir() == expected
     assert checkpoints.load_latest() is None
     # What SageMaker brought down from S3Uri (a previous job's checkpoint) is found...
