@@ -6,8 +6,9 @@ root under its own name. Members are sorted; owner, group, times and permission 
 normalised (0o755 for folders and executables, 0o644 otherwise); the gzip header has no name and
 time 0. Symlinks are followed, like the official SDK, but never out of their folder. Left out,
 because they are regenerated junk that would change the bytes without changing the code:
-`__pycache__/`, `*.pyc`, `*.pyo`, `.ipynb_checkpoints/` and `.DS_Store`. A file over 100 MB is
-packed with a warning naming it.
+`__pycache__/`, `*.pyc`, `*.pyo`, `.ipynb_checkpoints/` and `.DS_Store`; and `.git`, which
+holds a repository's remotes (credentials included, e.g. a token in an `https://` URL), never
+code the job runs. A file over 100 MB is packed with a warning naming it.
 
 With `include_runtime`, the pure-Python `ddpjob_runtime` package is packed at the root too, beside
 the user's files: a job on SageMaker's own PyTorch container (which holds torch and SageMaker's
@@ -35,6 +36,9 @@ ARCHIVE_NAME = contract.SOURCE_ARCHIVE
 LARGE_FILE_BYTES = 100 * 1000 * 1000  # users forget datasets and checkpoints in source_dir
 RUNTIME_PACKAGE = "ddpjob_runtime"
 EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
+#: A repository's own data: its remotes (often with credentials) and history, never what a job
+#: runs; a folder, or a file in a worktree or submodule.
+REPOSITORY = ".git"
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 EXCLUDED_FILES = frozenset({".DS_Store"})
 
@@ -106,6 +110,8 @@ def _check_dependencies(dependencies: object) -> tuple[Path, ...]:
 
 
 def _excluded(name: str, is_dir: bool) -> bool:
+    if name == REPOSITORY:
+        return True
     if is_dir:
         return name in EXCLUDED_DIRS
     return name in EXCLUDED_FILES or name.endswith(EXCLUDED_SUFFIXES)

@@ -56,6 +56,20 @@ def test_layout_and_normalised_members(src: Path, tmp_path: Path) -> None:
     assert archive.read_bytes()[4:8] == b"\0\0\0\0"  # gzip header time 0
 
 
+def test_a_repository_of_source_dir_is_never_packed(src: Path, tmp_path: Path) -> None:
+    """`.git` (a folder, or a worktree's file; at any depth) holds the remotes, credentials
+    included: left out."""
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    subprocess.run(["git", "-C", str(src), "remote", "add", "origin",
+                    "https://ghp_TOKEN@example.com/r.git"], check=True)
+    (src / "vendored").mkdir()
+    (src / "vendored" / ".git").write_text("gitdir: /elsewhere\n")
+    (src / "vendored" / "v.py").write_text("")
+    packaging.pack(packaging.check_source("train.py", src), tmp_path / "a.tar.gz")
+    assert _names(tmp_path / "a.tar.gz") == ["helper.py", "train.py", "vendored",
+                                             "vendored/v.py"]
+
+
 def test_entry_point_without_source_dir(src: Path, tmp_path: Path) -> None:
     spec = packaging.check_source(str(src / "train.py"))
     assert spec.script_name == "train.py"
