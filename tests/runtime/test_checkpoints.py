@@ -97,18 +97,43 @@ def test_incomplete_checkpoints_are_ignored(ckpt: Path) -> None:
     assert checkpoints.load_latest() == {"v": 1}
 
 
+def _corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, different bytes
+    path.write_bytes(bytes(data))
+
+
 def test_corrupt_checkpoint_names_the_path(ckpt: Path) -> None:
     checkpoints.save({"v": torch.arange(100)}, step=5)
     checkpoints.flush()
     path = ckpt / "step-000000005" / "state.pt"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # same size, different bytes
-    path.write_bytes(bytes(data))
-    with pytest.raises(checkpoints.CheckpointError, match=f"{path}: corrupt checkpoint"):
+    _corrupt(path)
+    with pytest.raises(checkpoints.CheckpointError, match=f"no checkpoint verifies: {path} "):
         checkpoints.load_latest()
     (ckpt / "step-000000005" / "manifest.json").write_text("{not json")
     with pytest.raises(StorageError, match="manifest.json: unreadable checkpoint manifest"):
         checkpoints.load_latest()
+
+
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_newest_that_verifies(
+        ckpt: Path, s3_bucket: str, monkeypatch, caplog) -> None:
+    """Locally and when restoring from S3 (a spot restart): the corrupt newest one is named in
+    a warning, never loaded, and the job resumes from the one before."""
+    uri = f"s3://{s3_bucket}/ckpt/spot"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", uri)
+    for step in (1, 2, 3):
+        checkpoints.save({"v": step}, step=step)
+    checkpoints.flush()
+    bad = ckpt / "step-000000003" / "state.pt"
+    _corrupt(bad)
+    assert checkpoints.load_latest() == {"v": 2}
+    assert f"skipping corrupt checkpoint {bad} " in caplog.text
+    storage.upload_file(bad, f"{uri}/step-000000003/state.pt")  # the copy on S3 too
+    local = ckpt.parent / "after-spot"
+    assert checkpoints.restore_latest(uri, local) == 2
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(local))
+    assert checkpoints.load_latest() == {"v": 2}
+    assert f"skipping corrupt checkpoint {local / 'step-000000003' / 'state.pt'} " in caplog.text
 
 
 def test_unpicklable_with_weights_only_is_clear(ckpt: Path) -> None:
