@@ -62,6 +62,9 @@ def check_source(entry_point: object, source_dir: object = None,
         raise UserInputError(f"entry_point must be the path of a Python script, got "
                              f"{entry_point!r}")
     entry = os.fspath(entry_point)
+    if (Path(entry).name if source_dir is None else entry).startswith("-"):  # what is run
+        raise UserInputError(f"entry_point {entry!r}: a name starting with '-' would be read as "
+                             f"an option by python and torchrun; rename the script")
     deps = _check_dependencies(dependencies)
     if isinstance(source_dir, str) and source_dir.startswith("s3://"):
         if not source_dir.endswith(".tar.gz"):
@@ -134,9 +137,14 @@ def _members(path: Path, arcname: str, root: Path,
                                  f"follows links like the official SDK but packs nothing from "
                                  f"outside the folder: copy it in instead")
     if path.is_file():
+        _check_readable(path, os.R_OK)
         return [(arcname, path)]
+    if not path.is_dir():
+        raise UserInputError(f"{path}: a {_kind(path)}, not a file or folder, cannot be packed; "
+                             f"remove it or move it out of the folder")
     if real in seen:
         raise UserInputError(f"{path}: symbolic link loop (back to {real}); remove the link")
+    _check_readable(path, os.R_OK | os.X_OK)
     found = [(arcname, path)] if arcname else []
     for child in sorted(path.iterdir(), key=lambda p: p.name):
         if _excluded(child.name, child.is_dir()):
@@ -144,6 +152,21 @@ def _members(path: Path, arcname: str, root: Path,
         child_arc = f"{arcname}/{child.name}" if arcname else child.name
         found.extend(_members(child, child_arc, root, seen | {real}))
     return found
+
+
+def _kind(path: Path) -> str:
+    """What a path that is neither a file nor a folder is, in words."""
+    mode = path.stat().st_mode
+    kinds = ((stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISSOCK, "socket"),
+             (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+    return next((name for test, name in kinds if test(mode)), "special file")
+
+
+def _check_readable(path: Path, mode: int) -> None:
+    if not os.access(path, mode):
+        what = "folder" if mode & os.X_OK else "file"
+        raise UserInputError(f"{path}: this {what} cannot be read (permission denied); make it "
+                             f"readable or move it out of the folder")
 
 
 def runtime_source() -> Path:
@@ -202,10 +225,11 @@ def pack(spec: SourceSpec, target: str | os.PathLike, include_runtime: bool = Fa
 
     `include_runtime`: also pack `ddpjob_runtime` at the archive's root (for SageMaker's own
     PyTorch container, which does not have ddpjob installed)."""
+    members = archive_members(spec, include_runtime)  # every refusal before a byte is written
     with open(target, "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, path in archive_members(spec, include_runtime):
+        for name, path in members:
             info = _tarinfo(name, path)
             if info.isdir():
                 tar.addfile(info)

@@ -110,6 +110,38 @@ def test_links_that_escape_source_dir_are_refused(src: Path, tmp_path: Path, mak
     assert "\n" not in str(info.value)
 
 
+def _pack_without_root_powers(src: Path, out: Path) -> subprocess.CompletedProcess:
+    """Pack `src` in a process that file permissions apply to (as root: without
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH)."""
+    code = ("import sys; from ddpjob import packaging; from ddpjob.errors import UserInputError\n"
+            "try:\n"
+            f"    packaging.pack(packaging.check_source('train.py', {str(src)!r}), {str(out)!r})\n"
+            "except UserInputError as exc:\n"
+            "    sys.exit(str(exc))\n")
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    return subprocess.run([*(drop if os.geteuid() == 0 else []), sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_unreadable_file_or_folder_is_one_clear_line(src: Path, tmp_path: Path,
+                                                        what: str) -> None:
+    target = src / ("secret.py" if what == "file" else "private")
+    if what == "file":
+        target.write_text("x = 1\n")
+    else:
+        target.mkdir()
+    target.chmod(0)
+    try:
+        done = _pack_without_root_powers(src, tmp_path / "a.tar.gz")
+    finally:
+        target.chmod(0o700)
+    assert done.returncode == 1
+    assert done.stderr == (f"{target}: this {what} cannot be read (permission denied); make "
+                           f"it readable or move it out of the folder\n")
+    assert not (tmp_path / "a.tar.gz").exists()
+
+
 def test_large_files_are_packed_with_a_warning(src: Path, tmp_path: Path, monkeypatch,
                                                caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(packaging, "LARGE_FILE_BYTES", 1000)
