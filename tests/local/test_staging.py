@@ -117,6 +117,30 @@ def test_s3_channel_cached_across_jobs_and_fetched_again_when_changed(
 
 
 @pytest.mark.slow
+def test_a_rank_that_chmods_and_writes_its_staged_file_poisons_no_later_job(
+    session: LocalSession, tmp_path: Path, s3_bucket: str
+) -> None:
+    """Where no read-only mount stops the write, the cache entry it changed is not reused: the
+    next job on the channel downloads the object again and reads its own bytes."""
+    s3 = boto3.client("s3", region_name=REGION)
+    for rel, content in FILES.items():
+        s3.put_object(Bucket=s3_bucket, Key=f"ds/{rel}", Body=content)
+    uri = f"s3://{s3_bucket}/ds"
+    source = source_tar(tmp_path / "src-chmod", JOBS / "chmod_writer.py")
+    session.sagemaker_client.create_training_job(**training_request(
+        session, "chmod-write", source, "chmod_writer.py", workers=1, distributed=False,
+        **_channel(uri)))
+    job = wait_until_ended(session, "chmod-write")
+    assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+    outcome = _host_file(session, "chmod-write", "algo-1", "chmod.txt")
+    _run_probe(session, tmp_path, "after-chmod", uri, hosts=1)
+    seen = json.loads(_host_file(session, "after-chmod", "algo-1", "view-before.json"))
+    assert seen["a.txt"][0] == _sha(FILES["a.txt"]), outcome
+    assert _staged_line(session, "after-chmod") == (3, "1" if outcome == "written"
+                                                    else "all cached")
+
+
+@pytest.mark.slow
 def test_two_jobs_at_once_download_each_object_once(
     session: LocalSession, tmp_path: Path, s3_bucket: str
 ) -> None:
