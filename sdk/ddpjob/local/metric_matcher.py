@@ -87,7 +87,10 @@ class _Child:
     def match(self, lines: list[str]) -> list[tuple[int, int, str]] | int:
         """`(line, definition, first group)` of every match; or the index of the definition
         that stalled (or whose child died) on a line."""
-        self.conn.send(lines)
+        try:
+            self.conn.send(lines)
+        except OSError:  # it died meanwhile (killed from outside)
+            return self.progress[1]
         seen, since = self.progress[0], time.monotonic()
         while not self.conn.poll(_TICK_S):
             if not self.process.is_alive():
