@@ -22,15 +22,7 @@ from typing import Any
 from ddpjob_runtime import contract, storage
 from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, encode
 
-from ddpjob import (
-    arguments,
-    gitsource,
-    inputs,
-    naming,
-    packaging,
-    uploads,
-    validation,
-)
+from ddpjob import arguments, gitsource, inputs, naming, packaging, uploads, validation
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
@@ -337,8 +329,8 @@ class Estimator(JobResults):
             max_wait=self.max_wait, use_spot_instances=self.use_spot_instances,
             max_retry_attempts=self.max_retry_attempts, environment=self.environment,
             tags=self.tags, checkpoint_s3_uri=self.checkpoint_s3_uri)
-        request = self.session.submit_dryrun(
-            build_request(spec, arguments.request_part(self._table)))
+        part = arguments.request_part({**self._table, "output_path": output_path})
+        request = self.session.submit_dryrun(build_request(spec, part))
         return Plan(request, channel_list, None if self._source.source_uri else code_uri)
 
     def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
