@@ -197,6 +197,14 @@ class BaseSession(abc.ABC):
         root = self._bucket_root(bucket_data.check_bucket_name(bucket))
         return bucket_data.download(path, root, key_prefix, extra_args)
 
+    def describe_training_job(self, job_name: str) -> dict[str, Any]:
+        """The DescribeTrainingJob response of `job_name`, as the official session returns it."""
+        return self.describe(job_name)
+
+    def stop_training_job(self, job_name: str) -> None:
+        """Call StopTrainingJob for `job_name` (the official session's name; returns None)."""
+        self.stop(job_name)
+
     def wait_for_job(self, job: str, poll: float = 5) -> dict[str, Any]:
         """Wait until the training job `job` ends, printing its status changes; return its
         description. Raises JobFailedError when it ends Failed (Stopped: a warning)."""

@@ -127,9 +127,9 @@ ATTACH = textwrap.dedent("""
             sleeping.add(host)
         if len(sleeping) == 2:
             break
-    job = session.describe(name)
+    job = session.describe_training_job(name)  # the official session's names
     listed = [j["TrainingJobName"] for j in session.list()]
-    session.stop(name)
+    assert session.stop_training_job(name) is None
     print(json.dumps({"status": job["TrainingJobStatus"], "secondary": job["SecondaryStatus"],
                       "listed": listed, "hosts": sorted(sleeping)}))
 """)
@@ -138,7 +138,8 @@ ATTACH = textwrap.dedent("""
 def test_attach_describe_and_stop_from_another_process(
     session: LocalSession, tmp_path: Path
 ) -> None:
-    """A second process follows the logs, describes, lists and stops a running job."""
+    """A second process follows the logs, describes, lists and stops a running job (with the
+    official session's `describe_training_job` and `stop_training_job`)."""
     source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
     session.sagemaker_client.create_training_job(**training_request(
         session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1,
