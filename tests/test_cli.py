@@ -193,6 +193,18 @@ def test_logs_prefix_every_line_with_its_host(finished: Finished) -> None:
         assert "[algo-1] rank 0 of 1 done, tag=from-flag" in lines
 
 
+def test_logs_into_a_closed_pipe_end_quietly(finished: Finished) -> None:
+    """`ddpjob logs NAME | head`: once the reader is gone, no message, and 141 as git (128 +
+    SIGPIPE); the pipe is closed before the command starts, so its first line meets it."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "wb") as closed:
+        logs = subprocess.run([sys.executable, "-m", "ddpjob.cli", "logs", "cli-e2e"],
+                              stdout=closed, stderr=subprocess.PIPE, text=True,
+                              env=finished.env, timeout=CLI_TIMEOUT_S)
+    assert (logs.returncode, logs.stderr) == (141, "")
+
+
 @pytest.mark.slow
 def test_download_model_and_checkpoint(finished: Finished, tmp_path: Path) -> None:
     got = cli("download", "cli-e2e", str(tmp_path / "model"), env=finished.env)

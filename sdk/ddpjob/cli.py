@@ -2,7 +2,9 @@
 
 Exit codes scripts can rely on: 0 success, 1 the job failed or was stopped, 2 bad input
 (arguments, spec or config file), 3 the control plane or storage refused (AWS, S3, no such job,
-a job that already ended) or ddpjob itself failed. Errors are one line on stderr.
+a job that already ended) or ddpjob itself failed. Errors are one line on stderr. When the
+reader of the output goes away (`ddpjob logs NAME | head`), ddpjob stops quietly with 141, as
+git does (128 + SIGPIPE).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolv
 from ddpjob.errors import DdpjobError, JobFailedError, UserInputError
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_SERVICE = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a command ended by SIGPIPE
 MAX_LIST_RESULTS = 100  # ListTrainingJobs' MaxResults limit
 DEBUG_ENV = "DDPJOB_DEBUG"  # set: unexpected errors show their traceback
 
@@ -361,6 +364,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             check_job_name(args.name, "NAME")
         return _COMMANDS[args.command](args, config)
+    except BrokenPipeError:  # the reader went away: nothing to say, and no one to say it to
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush too
+        return EXIT_BROKEN_PIPE
     except JobFailedError as exc:
         _error(str(exc))
         return EXIT_JOB_FAILED
