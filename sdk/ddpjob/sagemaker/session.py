@@ -231,7 +231,9 @@ class Session(BaseSession):
         if self._default_bucket is None:
             name = self.default_bucket_name()
             chosen_by_us = not self._bucket_override
-            self._ensure_bucket(name, expected_owner=self.account_id() if chosen_by_us else None)
+            owner = self.account_id() if chosen_by_us else None
+            with aws_errors("HeadBucket", region=self._region):  # offline: one line
+                self._ensure_bucket(name, expected_owner=owner)
             self._default_bucket = name
         return self._default_bucket
 
