@@ -126,7 +126,7 @@ def _check_config_value(key: str, value: str, where: str) -> None:
                              f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
     if key == "default_bucket" and not storage.is_bucket_name(value):
         raise UserInputError(f"{where}: default_bucket {value!r} is not an S3 bucket name "
-                             f"(3-63 lowercase letters, digits, dots and hyphens)")
+                             f"({storage.BUCKET_RULES})")
     if key == "region" and not _REGION.match(value):
         raise UserInputError(f"{where}: region {value!r} is not an AWS region name such as "
                              f"'us-east-1'")
