@@ -367,8 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away: nothing to say, and no one to say it to
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush too
         return EXIT_BROKEN_PIPE
-    except JobFailedError as exc:
-        _error(str(exc))
+    except JobFailedError as exc:  # the cause; its traceback is in the job's logs
+        _error(exc.summary)
         return EXIT_JOB_FAILED
     except JobNotFoundError as exc:
         name = getattr(args, "name", None)

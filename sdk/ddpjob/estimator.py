@@ -373,11 +373,12 @@ class Estimator(JobResults):
     @classmethod
     def attach(cls, training_job_name: str, sagemaker_session: BaseSession | None = None,
                model_channel_name: str = "model", *, session: BaseSession | None = None,
-               wait: bool = True, logs: bool = True) -> Estimator:
+               wait: bool = True, logs: bool = False) -> Estimator:
         """An estimator for an existing job (started here or elsewhere), made through the
         constructor from the job's description, as the official SDK does. The session
-        defaults to a LocalSession; pass `Session()` for SageMaker jobs. With `wait`, follow
-        the job until it ends."""
+        defaults to a LocalSession; pass `Session()` for SageMaker jobs. With `wait`, wait
+        until the job ends, printing its status (its log lines too with `logs`; as the official
+        SDK, not by default: `estimator.logs()` prints them)."""
         naming.check_job_name(training_job_name, "training_job_name")
         session = _one_session(session, sagemaker_session)
         if session is None:
