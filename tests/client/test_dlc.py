@@ -222,3 +222,10 @@ def test_training_compiler_is_sent_as_the_official_sdk_sends_it(
     with pytest.raises(UserInputError, match="'pytorchxla' .* runs only on SageMaker"):
         make(instance_type="local", session=None, compiler_config=compiler,
              distribution={"pytorchxla": {"enabled": True}})
+
+
+def test_hugging_face_refuses_the_training_compiler(make: Any) -> None:
+    """Without its compiler_config, a `pytorchxla` request would miss the compiler's container."""
+    with pytest.raises(UserInputError, match="'pytorchxla' .* not supported by ddpjob.Hugg"):
+        make(HuggingFace, transformers_version="4.28.1", pytorch_version="2.0.0",
+             py_version="py310", distribution={"pytorchxla": {"enabled": True}})
