@@ -108,7 +108,9 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
     )
     # torchrun sets 1 for several workers per host unless the user set it, and says so in a
     # 4-line banner on every host of every job: set it as torchrun would, without the banner.
-    if launcher.processes_per_host(env.hyperparameters, gpus) > 1:
+    hps = env.hyperparameters
+    if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN and \
+            launcher.processes_per_host(hps, gpus) > 1:
         variables.setdefault("OMP_NUM_THREADS", "1")
     if env.platform.get("status_file"):
         variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
