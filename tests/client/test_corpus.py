@@ -3,7 +3,11 @@ valid CreateTrainingJob request (the dry run), and the dry run calls no AWS API.
 
 The corpus (corpus/sagemaker_examples.py) cites where each call comes from. The session is a
 ddpjob.Session on fake credentials whose every HTTP request raises, so a built request proves
-that nothing was sent.
+that nothing was sent (calls for `local`/`local_gpu` get a LocalSession in a temporary home,
+as the official SDK gives them its local session: a dry run asks nothing of this machine).
+
+How many build: `python -m pytest -q tests/client/test_corpus.py -k call_builds` (74 of 74;
+68 before the fixes of issue 17).
 """
 
 from __future__ import annotations

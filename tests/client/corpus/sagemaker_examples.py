@@ -7,6 +7,9 @@ ROLE (a fake role ARN), SESSION (the test's ddpjob.Session), GIT_CONFIG (a local
 repository holding the call's source_dir and entry point), RULES (Debugger rules), S3 URIs in
 the bucket `ddpjob-corpus-bucket`, `instance_type` ml.p4d.24xlarge and `instance_count` 2
 where the notebook computes them, sample hyperparameters. Identical calls are listed once.
+Objects the notebooks build are kept as they build them (a DebuggerHookConfig without
+s3_output_path stays without one); a notebook that picks `local_gpu` or `local` by the machine
+is listed once per branch; `**estimator_args` calls are expanded.
 """
 # ruff: noqa: E501
 
