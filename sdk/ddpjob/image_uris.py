@@ -28,7 +28,8 @@ HUGGINGFACE = "huggingface"
 DEFAULT_FRAMEWORK_VERSION = "2.8.0"
 DEFAULT_PY_VERSION = "py312"
 #: Repositories of SageMaker's training DLCs that run a `sagemaker_program` through the toolkit.
-DLC_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training", "pytorch-smp")
+DLC_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training", "pytorch-smp",
+                    "pytorch-trcomp-training")
 # <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>(:<tag>|@<digest>)
 _DLC = re.compile(
     r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)"
@@ -69,6 +70,7 @@ class ImageRequest:
     region: str
     distribution: dict[str, Any] | None = None
     pytorch_version: str | None = None  # Hugging Face only: the PyTorch under transformers
+    compiler_config: Any = None  # the official TrainingCompilerConfig: its `-trcomp-` container
 
 
 def _sagemaker_image_uris() -> Any:
@@ -153,7 +155,8 @@ def training_image_uri(request: ImageRequest) -> str:
             return image_uris.get_training_image_uri(
                 request.region, request.framework, request.framework_version,
                 py_version, distribution=request.distribution,
-                pytorch_version=request.pytorch_version, instance_type=request.instance_type)
+                pytorch_version=request.pytorch_version, instance_type=request.instance_type,
+                compiler_config=request.compiler_config)
     except ValueError as error:
         raise UserInputError("no SageMaker training container: " + " ".join(str(error).split())
                              ) from None

@@ -4,6 +4,7 @@ default on `ml.*`."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ddpjob import validation
@@ -36,6 +37,12 @@ class PyTorch(Estimator):
         ):
             raise UserInputError("compiler_config must be the official SDK's "
                                  "TrainingCompilerConfig")
+        distribution = kwargs.get("distribution")
+        if compiler_config is None and isinstance(distribution, Mapping) and \
+                "pytorchxla" in distribution:
+            raise UserInputError("distribution 'pytorchxla' needs SageMaker Training Compiler, "
+                                 "as in the official SDK: add compiler_config="
+                                 "TrainingCompilerConfig()")
         self.compiler_config = compiler_config
         super().__init__(entry_point, **kwargs)
 
@@ -44,7 +51,8 @@ class PyTorch(Estimator):
                             self.py_version or (None if self.framework_version
                                                 else DEFAULT_PY_VERSION),
                             self.instance_type, self.session.region_name or "",
-                            distribution=self.distribution)
+                            distribution=self.distribution,
+                            compiler_config=self.compiler_config)
 
     def _table_defaults(self) -> dict[str, Any]:
         # As the official PyTorch estimator: metrics time series on from PyTorch 1.3.

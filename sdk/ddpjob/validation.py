@@ -47,11 +47,12 @@ def optional_bool(value: Any, argument: str) -> bool | None:
 
 
 def string_list(value: Any, argument: str) -> list[str] | None:
-    """None or a non-empty list of non-empty strings."""
+    """None or a non-empty list of strings (`[""]`, a notebook's placeholder, is passed on as
+    the official SDK passes it: SageMaker answers for it)."""
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value or not all(
-        isinstance(item, str) and item for item in value
+        isinstance(item, str) for item in value
     ):
         raise UserInputError(f"{argument} must be a list of strings, got {value!r}")
     return list(value)
@@ -138,7 +139,10 @@ def checkpoint_local_path(value: Any) -> str | None:
     """A folder below /opt/ml, absolute, without '..' (default /opt/ml/checkpoints): each local
     host has its own /opt/ml, so a path outside it would write outside the job; the same rule
     for SageMaker keeps the estimator portable. A relative path is refused (guessing what it is
-    relative to would differ between backends)."""
+    relative to would differ between backends). "" is no path: the official SDK sends none for
+    it."""
+    if value == "":
+        return None
     return _container_path(optional_str(value, "checkpoint_local_path"), "checkpoint_local_path")
 
 
