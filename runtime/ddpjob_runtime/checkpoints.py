@@ -44,6 +44,7 @@ from ddpjob_runtime.errors import StorageError
 log = logging.getLogger(__name__)
 
 DEFAULT_KEEP = 3
+CORRUPT = "skipping corrupt checkpoint %s (sha256 does not match its manifest); trying older ones"
 
 
 def checkpoint_dir() -> Path:
@@ -78,9 +79,11 @@ def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | No
     """The state of the latest complete checkpoint in the local folder, or None when there is none.
 
     Every rank calls it; the runtime brought the latest checkpoint down from
-    `checkpoint_s3_uri` before the script started. The file is checked against its manifest
-    (size and sha256) and loaded with `torch.load(weights_only=weights_only)`. A checkpoint that
-    is complete but corrupt raises CheckpointError naming its path (never loaded silently).
+    `checkpoint_s3_uri` before the script started. The files are checked against the manifest
+    (size and sha256): a corrupt checkpoint is never loaded; the newest one that verifies is,
+    with a warning naming each newer corrupt one (a spot restart resumes instead of failing
+    forever). CheckpointError when none verifies, or when torch cannot load the state (the
+    path named). Loaded with `torch.load(weights_only=weights_only)`.
     """
     import torch
 
@@ -88,11 +91,7 @@ def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | No
     found = complete_steps(root)
     if not found:
         return None
-    folder = root / step_dir_name(found[-1])
-    corrupt = corrupt_file(folder, local_complete(folder))
-    if corrupt is not None:
-        raise CheckpointError(f"{corrupt}: corrupt checkpoint (sha256 does not match its "
-                              f"manifest)")
+    folder = _newest_intact(root, found)
     path = folder / STATE
     try:
         state = torch.load(path, map_location=map_location, weights_only=weights_only)
@@ -101,6 +100,21 @@ def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | No
                               f"{str(exc).splitlines()[0] if str(exc) else ''})") from exc
     log.info("loaded checkpoint %s", folder)
     return state
+
+
+def _newest_intact(root: Path, found: list[int]) -> Path:
+    """The folder of the newest of the complete checkpoints `found` whose files match their
+    manifest; CheckpointError naming every corrupt one when none does."""
+    corrupt = []
+    for step in reversed(found):
+        folder = root / step_dir_name(step)
+        bad = corrupt_file(folder, local_complete(folder))
+        if bad is None:
+            return folder
+        log.warning(CORRUPT, bad)
+        corrupt.append(str(bad))
+    raise CheckpointError(f"no checkpoint verifies: {', '.join(corrupt)} (sha256 does not "
+                          f"match the manifest)")
 
 
 # ---------------------------------------------------------------- restoring (bootstrap)
@@ -129,7 +143,9 @@ def restore_latest(uri: str, local_dir: Path) -> int | None:
     Called by the bootstrap before the user's script starts. `uri` is a folder (`run-1` never
     sees `run-10/`); a checkpoint counts when its manifest is there, names only files inside
     its folder, and every file it lists has the listed size. Files land before the manifest,
-    so an interrupted restore looks incomplete. Returns None when `uri` holds no complete one.
+    so an interrupted restore looks incomplete. One whose sha256 does not match its manifest
+    is left where it landed with a warning, and the next older one is brought down (for
+    `load_latest` to fall back to). Returns None when `uri` holds no complete one.
     """
     local_dir = Path(local_dir)
     for step, sizes in reversed(_remote_listing(uri).items()):
@@ -140,18 +156,25 @@ def restore_latest(uri: str, local_dir: Path) -> int | None:
         if manifest is None:
             continue
         folder = local_dir / step_dir_name(step)
-        if local_complete(folder) == manifest:
-            return step  # already here (a restart on the same host)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / MANIFEST).unlink(missing_ok=True)
-        for name in manifest.files:
-            storage.download_file(storage.join(remote, name), file_path(folder, name))
-        storage.download_file(storage.join(remote, MANIFEST), folder / MANIFEST)
-        if local_complete(folder) is None:
-            raise CheckpointError(f"{folder}: restored checkpoint does not match its manifest")
-        log.info("restored checkpoint %s from %s", folder, uri)
-        return step
+        if local_complete(folder) != manifest:  # else already here (a restart on this host)
+            _download(remote, folder, manifest)
+            log.info("restored checkpoint %s from %s", folder, uri)
+        bad = corrupt_file(folder, manifest)
+        if bad is None:
+            return step
+        log.warning(CORRUPT, bad)
     return None
+
+
+def _download(remote: str, folder: Path, manifest: Manifest) -> None:
+    """The files of checkpoint `remote`, then its manifest, into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)
+    for name in manifest.files:
+        storage.download_file(storage.join(remote, name), file_path(folder, name))
+    storage.download_file(storage.join(remote, MANIFEST), folder / MANIFEST)
+    if local_complete(folder) is None:
+        raise CheckpointError(f"{folder}: restored checkpoint does not match its manifest")
 
 
 # ---------------------------------------------------------------- writing (rank 0)

@@ -18,6 +18,7 @@ RESOURCE_CONFIG_FILE = "resourceconfig.json"
 INPUT_DATA_CONFIG_FILE = "inputdataconfig.json"
 CHECKPOINT_CONFIG_FILE = "checkpointconfig.json"
 PLATFORM_FILE = "platform.json"  # ddpjob's own: addresses, status file, what to stage
+PLATFORM_TENSORBOARD = "tensorboard_output_config"  # its {"LocalPath", "S3OutputPath"}
 SOURCE_ARCHIVE = "sourcedir.tar.gz"
 
 # ---------------------------------------------------------------- hyperparameters

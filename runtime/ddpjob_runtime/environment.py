@@ -135,15 +135,30 @@ def checkpoint_local_dir(root: Path, checkpoint_config: dict[str, Any]) -> Path:
     """The checkpoint folder SageMaker syncs: `LocalPath` (default `/opt/ml/checkpoints`), an
     `/opt/ml/...` path mapped under `root` when the root is elsewhere (a local host)."""
     local = checkpoint_config.get("LocalPath")
-    return mapped_path(root, local) if local else root / contract.CHECKPOINTS_DIR
+    return (mapped_path(root, local, "CheckpointConfig.LocalPath") if local
+            else root / contract.CHECKPOINTS_DIR)
 
 
-def mapped_path(root: Path, local: str) -> Path:
+def mapped_path(root: Path, local: str, what: str = "LocalPath") -> Path:
     """A container path of the request: an `/opt/ml/...` path is mapped under `root` when the
-    root is elsewhere (a local host); any other path is taken as it is."""
-    path = Path(local)
-    if path.is_relative_to(DEFAULT_ROOT) and root != Path(DEFAULT_ROOT):
-        return root / path.relative_to(DEFAULT_ROOT)
+    root is elsewhere (a local host); on SageMaker's own container (root `/opt/ml`) any path is
+    taken as it is. UnsafePathError (see `container_path`) for one that would leave the job."""
+    anywhere = root == Path(DEFAULT_ROOT)
+    path = container_path(local, what, anywhere=anywhere)
+    return path if anywhere else root / path.relative_to(DEFAULT_ROOT)
+
+
+def container_path(local: object, what: str, *, anywhere: bool = False) -> Path:
+    """`local` as a job's folder in its container: an absolute path without '..', below
+    `/opt/ml` unless `anywhere` (a container of its own, as on SageMaker). A local host's
+    folder is its `/opt/ml` mapped elsewhere, so a path outside it would leave the job."""
+    path = Path(local) if isinstance(local, str) else None
+    if path is None or not path.is_absolute() or ".." in path.parts:
+        raise UnsafePathError(f"{what} {local!r} refused: an absolute path without '..' is "
+                              f"required (a folder below {DEFAULT_ROOT})")
+    if not anywhere and (path == Path(DEFAULT_ROOT) or not path.is_relative_to(DEFAULT_ROOT)):
+        raise UnsafePathError(f"{what} {local!r} refused: it must be a folder below "
+                              f"{DEFAULT_ROOT} (each local host has its own {DEFAULT_ROOT})")
     return path
 
 
@@ -199,7 +214,7 @@ def read_environment(root: Path | None = None) -> TrainingEnvironment:
     resource_config = read(contract.RESOURCE_CONFIG_FILE, required=True)
     _check_resource_config(
         root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE, resource_config)
-    return TrainingEnvironment(
+    env = TrainingEnvironment(
         root=root,
         hyperparameters=decode_hyperparameters(read(contract.HYPERPARAMETERS_FILE, required=True)),
         resource_config=resource_config,
@@ -207,3 +222,11 @@ def read_environment(root: Path | None = None) -> TrainingEnvironment:
         checkpoint_config=read(contract.CHECKPOINT_CONFIG_FILE, required=False),
         platform=read(contract.PLATFORM_FILE, required=False),
     )
+    tensorboard = env.platform.get(contract.PLATFORM_TENSORBOARD) or {}
+    try:  # the folders the platform syncs stay inside the job
+        _ = env.checkpoint_dir
+        if tensorboard.get("LocalPath"):
+            mapped_path(root, tensorboard["LocalPath"], "TensorBoardOutputConfig.LocalPath")
+    except UnsafePathError as exc:
+        raise RuntimeContractError(str(exc)) from None
+    return env

@@ -4,13 +4,16 @@ SageMaker does this for `CheckpointConfig` (everything under `S3Uri` brought dow
 script starts, new or changed files of `LocalPath` uploaded while it runs and at its end) and,
 upload-only, for `TensorBoardOutputConfig`. One implementation for both and for both kinds of
 local host: ddpjob's runtime and SageMaker's own PyTorch container played by the local backend.
-Nothing is ever deleted remotely. Torch-free.
+Nothing is ever deleted remotely, and nothing outside the folder is read: a link that resolves
+outside it is skipped with a warning. Torch-free.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -41,16 +44,33 @@ class FolderSync:
         self.uri = uri or None
         self._skip = skip or (lambda _rel: False)
         self._sent: dict[str, tuple[int, int]] = {}
+        self._refused: set[str] = set()  # links out of the folder, warned about once
         self._lock = threading.Lock()  # one upload round at a time (background and final)
 
-    def _files(self) -> dict[str, tuple[int, int]]:
-        """`{relative path: (size, mtime_ns)}` of the files to sync."""
-        found = {}
-        for path in sorted(self.folder.rglob("*")) if self.folder.is_dir() else []:
-            rel = path.relative_to(self.folder).as_posix()
-            if path.is_file() and not _temporary(path.name) and not self._skip(rel):
-                stat = path.stat()
-                found[rel] = (stat.st_size, stat.st_mtime_ns)
+    def _files(self) -> dict[str, tuple[Path, int, int]]:
+        """`{relative path: (file to read, size, mtime_ns)}` of the files to sync. A link is
+        read only where it resolves to a file inside the folder: never one outside it."""
+        found: dict[str, tuple[Path, int, int]] = {}
+        if not self.folder.is_dir():
+            return found
+        inside = self.folder.resolve()
+        for top, dirs, files in os.walk(self.folder):  # linked folders are not entered
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(top, name)
+                rel = path.relative_to(self.folder).as_posix()
+                if _temporary(name) or self._skip(rel):
+                    continue
+                real = path.resolve()
+                if not real.is_relative_to(inside):
+                    if rel not in self._refused:
+                        self._refused.add(rel)
+                        log.warning("not syncing %s: it links outside %s", path, self.folder)
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    st = real.stat()
+                    if stat.S_ISREG(st.st_mode):
+                        found[rel] = (real, st.st_size, st.st_mtime_ns)
         return found
 
     def download(self) -> int:
@@ -66,7 +86,8 @@ class FolderSync:
         log.info("bringing %d files down from %s into %s", len(keys), self.uri, self.folder)
         storage.download_prefix(self.uri, self.folder, keys=keys)
         with self._lock:
-            self._sent.update({rel: seen for rel, seen in self._files().items() if rel in wanted})
+            self._sent.update({rel: (size, mtime) for rel, (_, size, mtime)
+                               in self._files().items() if rel in wanted})
         return len(keys)
 
     def upload(self) -> int:
@@ -78,13 +99,15 @@ class FolderSync:
             return 0
         with self._lock:
             files = self._files()
-            changed = [rel for rel, seen in files.items() if self._sent.get(rel) != seen]
+            changed = [rel for rel, (_, *seen) in files.items()
+                       if self._sent.get(rel) != tuple(seen)]
             for rel in changed:
+                source, size, mtime = files[rel]
                 try:
-                    storage.upload_file(self.folder / rel, storage.join(self.uri, rel))
+                    storage.upload_file(source, storage.join(self.uri, rel))
                 except ObjectNotFoundError:  # replaced or removed meanwhile: next round sees it
                     continue
-                self._sent[rel] = files[rel]
+                self._sent[rel] = (size, mtime)
         return len(changed)
 
     @contextlib.contextmanager

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import contract
 from ddpjob_runtime.checkpoint_layout import step_of
 from ddpjob_runtime.environment import TrainingEnvironment, mapped_path
 from ddpjob_runtime.folder_sync import FolderSync
 
-TENSORBOARD_KEY = "tensorboard_output_config"  # platform.json: {"LocalPath", "S3OutputPath"}
+TENSORBOARD_KEY = contract.PLATFORM_TENSORBOARD
 DEFAULT_TENSORBOARD_DIR = "/opt/ml/output/tensorboard"
 
 
@@ -31,7 +32,8 @@ def in_step_folder(rel: str) -> bool:
 
 def tensorboard_dir(root: Path, config: dict[str, Any]) -> Path:
     """The TensorBoard folder of `TensorBoardOutputConfig` (`LocalPath` mapped under `root`)."""
-    return mapped_path(root, config.get("LocalPath") or DEFAULT_TENSORBOARD_DIR)
+    return mapped_path(root, config.get("LocalPath") or DEFAULT_TENSORBOARD_DIR,
+                       "TensorBoardOutputConfig.LocalPath")
 
 
 def tensorboard_sync(root: Path, config: dict[str, Any] | None) -> FolderSync:

@@ -156,7 +156,7 @@ ROWS: tuple[Argument, ...] = (
     _member("input_mode", "AlgorithmSpecification.TrainingInputMode", _input_mode,
             "File only; Pipe and FastFile refused", default="File"),
     _member("tensorboard_output_config", "TensorBoardOutputConfig",
-            lambda v: validation.request_dict(v, "tensorboard_output_config"),
+            validation.tensorboard_output_config,
             ("LocalPath (`$DDPJOB_TENSORBOARD_DIR`) uploaded to S3OutputPath every 2 s and at the "
              "end, from the first host")),
     Argument("debugger_hook_config", "DebugHookConfig", _debugger_hook,
@@ -169,7 +169,7 @@ ROWS: tuple[Argument, ...] = (
             lambda v: validation.request_dict(v, "profiler_config"), NO_EFFECT),
     _member("checkpoint_local_path", "CheckpointConfig.LocalPath",
             validation.checkpoint_local_path,
-            "the host's checkpoint folder (absolute, in the simulated /opt/ml root)"),
+            "the host's checkpoint folder (a folder below /opt/ml, no `..`)"),
     _member("enable_infra_check", "InfraCheckConfig.EnableInfraCheck",
             _bool("enable_infra_check"), NO_EFFECT),
     _member("enable_remote_debug", "RemoteDebugConfig.EnableRemoteDebug",

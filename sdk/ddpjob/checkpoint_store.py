@@ -25,7 +25,7 @@ from ddpjob_runtime.checkpoint_layout import (
     step_dir_name,
 )
 
-from ddpjob.errors import ObjectNotFoundError, StorageError, UserInputError
+from ddpjob.errors import ObjectNotFoundError, UserInputError
 
 logger = logging.getLogger(__name__)
 
@@ -66,16 +66,15 @@ def list_checkpoints(uri: str) -> list[Checkpoint]:
         found.append(Checkpoint(step, manifest.time, storage.as_folder(folder_uri),
                                 manifest.files))
     return found
-def _choose(uri: str, checkpoints: list[Checkpoint], step: int | None) -> Checkpoint:
+def _choose(uri: str, checkpoints: list[Checkpoint], step: int | None) -> list[Checkpoint]:
+    """The checkpoint of `step`; for None (the latest) every one, newest first, to fall back."""
     if not checkpoints:
         raise UserInputError(f"no complete checkpoint under {uri}")
     if step is None:
-        return checkpoints[-1]
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise UserInputError(f"step must be an integer >= 0 or None (the latest), got {step!r}")
+        return checkpoints[::-1]
     for checkpoint in checkpoints:
         if checkpoint.step == step:
-            return checkpoint
+            return [checkpoint]
     steps = ", ".join(str(c.step) for c in checkpoints)
     raise UserInputError(f"no complete checkpoint of step {step} under {uri}; complete steps: "
                          f"{steps}")
@@ -85,13 +84,24 @@ def download_checkpoint(uri: str, local_dir: str | os.PathLike, step: int | None
     """Download a complete checkpoint (the latest when `step` is None) into `local_dir`.
 
     Returns the checkpoint's folder, `<local_dir>/step-000000100`, which appears whole (files
-    checked against the manifest's sizes and sha256) or not at all.
+    checked against the manifest's sizes and sha256) or not at all. For the latest, one that
+    does not match its manifest is named in a warning and the next older one is tried.
     """
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise UserInputError(f"step must be an integer >= 0 or None (the latest), got {step!r}")
-    checkpoint = _choose(uri, list_checkpoints(uri), step)
     target_root = Path(local_dir).expanduser()
     target_root.mkdir(parents=True, exist_ok=True)
+    candidates = _choose(uri, list_checkpoints(uri), step)
+    for checkpoint in candidates[:-1]:
+        try:
+            return _download(checkpoint, target_root)
+        except CheckpointError as exc:
+            logger.warning("%s; downloading the one before", exc)
+    return _download(candidates[-1], target_root)
+
+
+def _download(checkpoint: Checkpoint, target_root: Path) -> Path:
+    """`checkpoint` into `target_root`, whole and verified, or CheckpointError."""
     target = target_root / step_dir_name(checkpoint.step)
     partial = Path(tempfile.mkdtemp(dir=target_root, prefix=f".{target.name}.partial-"))
     try:
@@ -100,9 +110,8 @@ def download_checkpoint(uri: str, local_dir: str | os.PathLike, step: int | None
         corrupt = corrupt_file(partial, Manifest(checkpoint.step, checkpoint.time,
                                                  checkpoint.files))
         if corrupt is not None:
-            raise StorageError(f"download of {checkpoint.uri} failed: "
-                               f"{corrupt.relative_to(partial)} does not match its manifest "
-                               f"(changed while downloading?)")
+            raise CheckpointError(f"{checkpoint.uri}: {corrupt.relative_to(partial)} does not "
+                                  f"match its manifest (corrupt, or changed while downloading)")
         if target.exists():
             shutil.rmtree(target)
         os.replace(partial, target)

@@ -2,11 +2,14 @@
 
 As the official SDK's `git_utils.git_clone_repo`: `{"repo": url, "branch": ..., "commit": ...}`
 (plus `username`/`password` or `token` for HTTPS) is cloned into a temporary folder; `source_dir`,
-`entry_point` and `dependencies` are then paths inside the clone.
+`entry_point` and `dependencies` are then paths inside the clone. The credentials never reach
+the clone's files (see `_remote`), and `packaging` never packs a `.git`: the job gets the
+checked-out files only.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import tempfile
@@ -14,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ddpjob.errors import UserInputError
 
@@ -37,17 +40,36 @@ def check(git_config: Any) -> dict[str, Any] | None:
     return dict(git_config)
 
 
-def _url(config: Mapping[str, Any]) -> str:
+def _remote(config: Mapping[str, Any]) -> tuple[str, dict[str, str]]:
+    """The repository URL without credentials, and the environment that makes git send them.
+
+    Credentials (`token`, `username`/`password`, or written into an `https://` URL) travel as
+    an HTTP header set through `GIT_CONFIG_*` variables (git >= 2.31) for that host only: never
+    on a command line, in the clone's `.git/config` or its reflog, or in an error message.
+    """
     url = config["repo"]
     parts = urlsplit(url)
-    if parts.scheme != "https" or not (config.get("token") or config.get("username")):
-        return url
-    user = config.get("token") or f"{quote(config['username'])}:{quote(config.get('password', ''))}"
-    return urlunsplit(parts._replace(netloc=f"{user}@{parts.netloc}"))
+    if parts.scheme != "https":
+        return url, {}
+    netloc = parts.netloc.rpartition("@")[2]
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    if config.get("token"):
+        user, password = config["token"], ""
+    elif config.get("username"):
+        user, password = config["username"], config.get("password", "")
+    if not user:
+        return url, {}
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    n = int(os.environ.get("GIT_CONFIG_COUNT") or 0)  # after the user's own, if any
+    return urlunsplit(parts._replace(netloc=netloc)), {
+        "GIT_CONFIG_COUNT": str(n + 1),
+        f"GIT_CONFIG_KEY_{n}": f"http.https://{netloc}/.extraHeader",
+        f"GIT_CONFIG_VALUE_{n}": f"Authorization: Basic {basic}",
+    }
 
 
-def _git(*args: str, cwd: str | None = None) -> None:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}  # fail instead of asking for a password
+def _git(*args: str, cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}  # fail, never ask
     result = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         detail = " ".join((result.stderr or result.stdout).split())[:300]
@@ -77,7 +99,8 @@ def clone(config: Mapping[str, Any]) -> Clone:
     holder = tempfile.TemporaryDirectory(prefix="ddpjob-git-")
     folder = Path(holder.name, "repo")
     branch = ["--branch", config["branch"]] if config.get("branch") else []
-    _git("clone", *branch, _url(config), str(folder))
+    url, env = _remote(config)
+    _git("clone", *branch, url, str(folder), env=env)
     if config.get("commit"):
         _git("checkout", config["commit"], cwd=str(folder))
     return Clone(holder, folder)

@@ -6,8 +6,9 @@ root under its own name. Members are sorted; owner, group, times and permission 
 normalised (0o755 for folders and executables, 0o644 otherwise); the gzip header has no name and
 time 0. Symlinks are followed, like the official SDK, but never out of their folder. Left out,
 because they are regenerated junk that would change the bytes without changing the code:
-`__pycache__/`, `*.pyc`, `*.pyo`, `.ipynb_checkpoints/` and `.DS_Store`. A file over 100 MB is
-packed with a warning naming it.
+`__pycache__/`, `*.pyc`, `*.pyo`, `.ipynb_checkpoints/` and `.DS_Store`; and `.git`, which
+holds a repository's remotes (credentials included, e.g. a token in an `https://` URL), never
+code the job runs. A file over 100 MB is packed with a warning naming it.
 
 With `include_runtime`, the pure-Python `ddpjob_runtime` package is packed at the root too, beside
 the user's files: a job on SageMaker's own PyTorch container (which holds torch and SageMaker's
@@ -35,6 +36,9 @@ ARCHIVE_NAME = contract.SOURCE_ARCHIVE
 LARGE_FILE_BYTES = 100 * 1000 * 1000  # users forget datasets and checkpoints in source_dir
 RUNTIME_PACKAGE = "ddpjob_runtime"
 EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
+#: A repository's own data: its remotes (often with credentials) and history, never what a job
+#: runs; a folder, or a file in a worktree or submodule.
+REPOSITORY = ".git"
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 EXCLUDED_FILES = frozenset({".DS_Store"})
 
@@ -58,6 +62,9 @@ def check_source(entry_point: object, source_dir: object = None,
         raise UserInputError(f"entry_point must be the path of a Python script, got "
                              f"{entry_point!r}")
     entry = os.fspath(entry_point)
+    if (Path(entry).name if source_dir is None else entry).startswith("-"):  # what is run
+        raise UserInputError(f"entry_point {entry!r}: a name starting with '-' would be read as "
+                             f"an option by python and torchrun; rename the script")
     deps = _check_dependencies(dependencies)
     if isinstance(source_dir, str) and source_dir.startswith("s3://"):
         if not source_dir.endswith(".tar.gz"):
@@ -106,6 +113,8 @@ def _check_dependencies(dependencies: object) -> tuple[Path, ...]:
 
 
 def _excluded(name: str, is_dir: bool) -> bool:
+    if name == REPOSITORY:
+        return True
     if is_dir:
         return name in EXCLUDED_DIRS
     return name in EXCLUDED_FILES or name.endswith(EXCLUDED_SUFFIXES)
@@ -128,9 +137,14 @@ def _members(path: Path, arcname: str, root: Path,
                                  f"follows links like the official SDK but packs nothing from "
                                  f"outside the folder: copy it in instead")
     if path.is_file():
+        _check_readable(path, os.R_OK)
         return [(arcname, path)]
+    if not path.is_dir():
+        raise UserInputError(f"{path}: a {_kind(path)}, not a file or folder, cannot be packed; "
+                             f"remove it or move it out of the folder")
     if real in seen:
         raise UserInputError(f"{path}: symbolic link loop (back to {real}); remove the link")
+    _check_readable(path, os.R_OK | os.X_OK)
     found = [(arcname, path)] if arcname else []
     for child in sorted(path.iterdir(), key=lambda p: p.name):
         if _excluded(child.name, child.is_dir()):
@@ -138,6 +152,21 @@ def _members(path: Path, arcname: str, root: Path,
         child_arc = f"{arcname}/{child.name}" if arcname else child.name
         found.extend(_members(child, child_arc, root, seen | {real}))
     return found
+
+
+def _kind(path: Path) -> str:
+    """What a path that is neither a file nor a folder is, in words."""
+    mode = path.stat().st_mode
+    kinds = ((stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISSOCK, "socket"),
+             (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"))
+    return next((name for test, name in kinds if test(mode)), "special file")
+
+
+def _check_readable(path: Path, mode: int) -> None:
+    if not os.access(path, mode):
+        what = "folder" if mode & os.X_OK else "file"
+        raise UserInputError(f"{path}: this {what} cannot be read (permission denied); make it "
+                             f"readable or move it out of the folder")
 
 
 def runtime_source() -> Path:
@@ -196,10 +225,11 @@ def pack(spec: SourceSpec, target: str | os.PathLike, include_runtime: bool = Fa
 
     `include_runtime`: also pack `ddpjob_runtime` at the archive's root (for SageMaker's own
     PyTorch container, which does not have ddpjob installed)."""
+    members = archive_members(spec, include_runtime)  # every refusal before a byte is written
     with open(target, "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz, \
             tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name, path in archive_members(spec, include_runtime):
+        for name, path in members:
             info = _tarinfo(name, path)
             if info.isdir():
                 tar.addfile(info)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddpjob_runtime import contract
+from ddpjob_runtime.environment import container_path
 
 from ddpjob.errors import UserInputError
 
@@ -135,13 +136,25 @@ def metric_definitions(value: Any) -> list[dict[str, str]] | None:
 
 
 def checkpoint_local_path(value: Any) -> str | None:
-    """An absolute path in the container; a relative one is refused (SageMaker requires
-    absolute, and guessing what it is relative to would differ between backends). "" is no
-    path: the official SDK sends none for it."""
+    """A folder below /opt/ml, absolute, without '..' (default /opt/ml/checkpoints): each local
+    host has its own /opt/ml, so a path outside it would write outside the job; the same rule
+    for SageMaker keeps the estimator portable. A relative path is refused (guessing what it is
+    relative to would differ between backends). "" is no path: the official SDK sends none for
+    it."""
     if value == "":
         return None
-    value = optional_str(value, "checkpoint_local_path")
-    if value is not None and not value.startswith("/"):
-        raise UserInputError(f"checkpoint_local_path {value!r} must be an absolute path on "
-                             f"the hosts (default /opt/ml/checkpoints)")
+    return _container_path(optional_str(value, "checkpoint_local_path"), "checkpoint_local_path")
+
+
+def tensorboard_output_config(value: Any) -> dict[str, Any] | None:
+    """`request_dict`, with its LocalPath a folder below /opt/ml (as `checkpoint_local_path`)."""
+    config = request_dict(value, "tensorboard_output_config")
+    if config and config.get("LocalPath") is not None:
+        _container_path(config["LocalPath"], "tensorboard_output_config LocalPath")
+    return config
+
+
+def _container_path(value: Any, argument: str) -> Any:
+    if value is not None:
+        container_path(value, argument)
     return value

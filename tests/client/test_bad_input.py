@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,14 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("environment-reserved-ddpjob", {"environment": {"DDPJOB_HOST": "x"}}, None,
      r"environment: 'DDPJOB_HOST' is reserved"),
     ("checkpoint-local-relative", {"checkpoint_local_path": "ckpt"}, None,
-     r"checkpoint_local_path 'ckpt' must be an absolute path"),
+     r"checkpoint_local_path 'ckpt' refused: an absolute path without '..' is required"),
+    ("checkpoint-local-dotdot", {"checkpoint_local_path": "/opt/ml/../.."}, None,
+     r"checkpoint_local_path '/opt/ml/../..' refused: an absolute path without '..'"),
+    ("checkpoint-local-outside", {"checkpoint_local_path": "/home/me/ckpt"}, None,
+     r"checkpoint_local_path '/home/me/ckpt' refused: it must be a folder below /opt/ml"),
+    ("tensorboard-local-dotdot", {"tensorboard_output_config": {
+        "S3OutputPath": "s3://b/tb", "LocalPath": "/opt/ml/output/../../.."}}, None,
+     r"tensorboard_output_config LocalPath '/opt/ml/output/../../..' refused"),
     ("dist-ppn-huge", {"distribution": {"processes_per_host": 10_000}}, None,
      r"processes_per_host must be an integer between 1 and 64"),
     ("dist-modelparallel-local", {"distribution": {"smdistributed": {"modelparallel": {
@@ -191,6 +200,31 @@ def test_local_bad_input(case: str, changes: dict, fit_kwargs: dict | None, matc
     _assert_one_line_error(excinfo, match)
     # nothing packed, stored or submitted: the LocalSession's home was never written
     assert not (tmp_path / "home").exists()
+    assert not list(tmp_path.glob("**/sourcedir.tar.gz"))
+
+
+def _fifo(src: Path) -> None:
+    os.mkfifo(src / "pipe")
+
+
+def _socket(src: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(src / "sock"))  # the file stays after the socket is closed
+
+
+@pytest.mark.parametrize(("make", "entry", "match"), [
+    (lambda src: (src / "-evil.py").write_text(""), "-evil.py",
+     r"entry_point '-evil.py': a name starting with '-' would be read as an option"),
+    (_fifo, "train.py", r"src/pipe: a named pipe \(FIFO\), not a file or folder, cannot be"),
+    (_socket, "train.py", r"src/sock: a socket, not a file or folder, cannot be packed"),
+], ids=["entry-point-dash", "fifo", "socket"])
+def test_source_dir_that_cannot_be_packed(make: Any, entry: str, match: str, src: Path,
+                                         local_session: Any, tmp_path: Path) -> None:
+    make(src)
+    with pytest.raises(UserInputError, match=match) as excinfo:
+        PyTorch(**{**_local_kwargs(src, local_session), "entry_point": entry}).fit()
+    _assert_one_line_error(excinfo, match)
+    assert local_session.list() == []  # no job; nothing packed or stored
     assert not list(tmp_path.glob("**/sourcedir.tar.gz"))
 
 

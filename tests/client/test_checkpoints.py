@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from ddpjob import PyTorch
-from ddpjob.errors import UserInputError
+from ddpjob.errors import StorageError, UserInputError
 from ddpjob_runtime import storage
 
 
@@ -70,6 +70,18 @@ def test_downloads_latest_and_given_step(checkpoint_uri: str, src: Path, local_s
                                                                    "step-000000200"]
     with pytest.raises(UserInputError, match=r"no complete checkpoint of step 300 .*100, 200"):
         estimator.download_checkpoint(tmp_path / "dl", step=300)
+
+
+def test_a_corrupt_latest_checkpoint_falls_back_to_the_one_before(
+        layout: Path, src: Path, local_session: Any, tmp_path: Path, caplog) -> None:
+    (layout / "run-1" / "step-000000200" / "state.pt").write_bytes(b"B" * 20)  # same size
+    estimator = _estimator(src, local_session, (layout / "run-1").as_uri())
+    got = estimator.download_checkpoint(tmp_path / "dl")
+    assert got == tmp_path / "dl" / "step-000000100"
+    assert "step-000000200/: state.pt does not match its manifest" in caplog.text
+    assert sorted(p.name for p in (tmp_path / "dl").iterdir()) == ["step-000000100"]
+    with pytest.raises(StorageError, match="state.pt does not match its manifest"):
+        estimator.download_checkpoint(tmp_path / "dl", step=200)  # asked for: no fallback
 
 
 def test_errors_without_checkpoints(src: Path, local_session: Any, tmp_path: Path) -> None:

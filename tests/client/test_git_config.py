@@ -3,10 +3,15 @@ repository here, through the real git)."""
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import ssl
 import subprocess
 import tarfile
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +107,63 @@ def test_source_dir_may_not_leave_the_clone(repo: tuple[Path, str], aws_session:
     est = estimator(aws_session, s3_bucket, {"repo": str(bare)}, dependencies=["../../etc"])
     with pytest.raises(UserInputError, match="is outside the repository"):
         est.training_job_request(job_name="git-5")
+
+
+TOKEN = "ghp_s3cr3tTOKEN"
+
+
+@pytest.fixture
+def https_repo(repo: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+               ) -> Iterator[tuple[str, list[str | None]]]:
+    """The bare repository served over HTTPS (git's dumb protocol, a self-signed certificate
+    that git trusts through GIT_SSL_CAINFO); the Authorization headers received."""
+    bare, _ = repo
+    git("update-server-info", cwd=bare)
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    monkeypatch.setenv("GIT_SSL_CAINFO", str(cert))
+    seen: list[str | None] = []
+
+    class Handler(SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(bare.parent), **kwargs)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            seen.append(self.headers.get("Authorization"))
+            super().do_GET()
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(cert), str(key))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"https://127.0.0.1:{server.server_port}/{bare.name}", seen
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.mark.parametrize("how", ["token", "in-url"])
+def test_credentials_are_sent_but_never_shipped(https_repo: tuple[str, list], how: str,
+                                                aws_session: Any, s3_bucket: str) -> None:
+    """The clone authenticates with the token, and the archive (source_dir is the whole
+    repository here) holds neither `.git` nor the token anywhere."""
+    url, seen = https_repo
+    config = ({"repo": url, "token": TOKEN} if how == "token"
+              else {"repo": url.replace("https://", f"https://{TOKEN}@")})
+    est = PyTorch(entry_point="src/train.py", source_dir=".", git_config=config, role=ROLE,
+                  image_uri=IMAGE, instance_type="ml.c5.xlarge", session=aws_session,
+                  output_path=f"s3://{s3_bucket}/out")
+    est.fit(wait=False, job_name=f"git-token-{how}")
+    basic = base64.b64encode(f"{TOKEN}:".encode()).decode()
+    members = code_members(s3_bucket, f"git-token-{how}")
+    assert sorted(members) == ["README.md", "src/helper.py", "src/train.py"]
+    assert not any(TOKEN.encode() in data or basic.encode() in data
+                   for data in members.values())
+    assert seen and set(seen) == {f"Basic {basic}"}

@@ -56,6 +56,20 @@ def test_layout_and_normalised_members(src: Path, tmp_path: Path) -> None:
     assert archive.read_bytes()[4:8] == b"\0\0\0\0"  # gzip header time 0
 
 
+def test_a_repository_of_source_dir_is_never_packed(src: Path, tmp_path: Path) -> None:
+    """`.git` (a folder, or a worktree's file; at any depth) holds the remotes, credentials
+    included: left out."""
+    subprocess.run(["git", "init", "-q", str(src)], check=True)
+    subprocess.run(["git", "-C", str(src), "remote", "add", "origin",
+                    "https://ghp_TOKEN@example.com/r.git"], check=True)
+    (src / "vendored").mkdir()
+    (src / "vendored" / ".git").write_text("gitdir: /elsewhere\n")
+    (src / "vendored" / "v.py").write_text("")
+    packaging.pack(packaging.check_source("train.py", src), tmp_path / "a.tar.gz")
+    assert _names(tmp_path / "a.tar.gz") == ["helper.py", "train.py", "vendored",
+                                             "vendored/v.py"]
+
+
 def test_entry_point_without_source_dir(src: Path, tmp_path: Path) -> None:
     spec = packaging.check_source(str(src / "train.py"))
     assert spec.script_name == "train.py"
@@ -94,6 +108,38 @@ def test_links_that_escape_source_dir_are_refused(src: Path, tmp_path: Path, mak
     with pytest.raises(UserInputError, match=match) as info:
         packaging.pack(spec, tmp_path / "a.tar.gz")
     assert "\n" not in str(info.value)
+
+
+def _pack_without_root_powers(src: Path, out: Path) -> subprocess.CompletedProcess:
+    """Pack `src` in a process that file permissions apply to (as root: without
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH)."""
+    code = ("import sys; from ddpjob import packaging; from ddpjob.errors import UserInputError\n"
+            "try:\n"
+            f"    packaging.pack(packaging.check_source('train.py', {str(src)!r}), {str(out)!r})\n"
+            "except UserInputError as exc:\n"
+            "    sys.exit(str(exc))\n")
+    drop = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    return subprocess.run([*(drop if os.geteuid() == 0 else []), sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_an_unreadable_file_or_folder_is_one_clear_line(src: Path, tmp_path: Path,
+                                                        what: str) -> None:
+    target = src / ("secret.py" if what == "file" else "private")
+    if what == "file":
+        target.write_text("x = 1\n")
+    else:
+        target.mkdir()
+    target.chmod(0)
+    try:
+        done = _pack_without_root_powers(src, tmp_path / "a.tar.gz")
+    finally:
+        target.chmod(0o700)
+    assert done.returncode == 1
+    assert done.stderr == (f"{target}: this {what} cannot be read (permission denied); make "
+                           f"it readable or move it out of the folder\n")
+    assert not (tmp_path / "a.tar.gz").exists()
 
 
 def test_large_files_are_packed_with_a_warning(src: Path, tmp_path: Path, monkeypatch,

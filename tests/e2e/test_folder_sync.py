@@ -68,3 +68,27 @@ def test_plain_checkpoint_files_and_tensorboard_reach_s3_and_come_back(
         assert any(f"found rank={rank} token={token}" in line for line in second), second[-30:]
     assert "model_epoch2.pt" in _keys(s3_bucket, "ckpt/run/")
     assert _keys(s3_bucket, "tb/plain-2/") == ["train/events.out.tfevents.1"]
+
+
+@pytest.mark.parametrize("member", ["CheckpointConfig", "TensorBoardOutputConfig"])
+def test_a_request_built_elsewhere_cannot_sync_a_folder_outside_the_host(
+        session: LocalSession, s3_bucket: str, tmp_path: Path, member: str) -> None:
+    """A request sent straight to the local client (the estimator refuses the same): a
+    LocalPath that leaves the host's /opt/ml fails the job with one line naming it, and
+    nothing outside the host is written or uploaded."""
+    from tests.local.conftest import JOBS as LOCAL_JOBS
+    from tests.local.conftest import source_tar, training_request
+
+    name = f"escape-{member[:4].lower()}"
+    local_path = "/opt/ml/../../../.." if member == "CheckpointConfig" else "/home"
+    config = ({"S3Uri": f"s3://{s3_bucket}/ckpt", "LocalPath": local_path}
+              if member == "CheckpointConfig"
+              else {"S3OutputPath": f"s3://{s3_bucket}/tb", "LocalPath": local_path})
+    session.sagemaker_client.create_training_job(**training_request(
+        session, name, source_tar(tmp_path / "src", LOCAL_JOBS / "noop.py"), "noop.py",
+        workers=1, **{member: config}))
+    job = wait_until_ended(session, name)
+    assert job["TrainingJobStatus"] == "Failed"
+    assert f"{member}.LocalPath '{local_path}' refused" in job["FailureReason"]
+    assert _keys(s3_bucket, "") == []
+    assert_no_processes(session.home)

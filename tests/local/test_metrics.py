@@ -4,18 +4,20 @@ values in DescribeTrainingJob's FinalMetricDataList, the series in `metrics_for_
 from __future__ import annotations
 
 import datetime as dt
+import re
 import sys
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob import analytics
-from ddpjob.local import metrics
+from ddpjob.local import metric_matcher, metrics
 
 from tests.local.conftest import (
     assert_no_processes,
     source_tar,
     training_request,
+    wait_for,
     wait_until_ended,
 )
 
@@ -95,3 +97,70 @@ def test_a_bad_regex_is_refused_before_the_job_exists(session, tmp_path, regex, 
     with pytest.raises(ClientError, match=rf"MetricDefinitions\[0\] \('loss'\).*{expected}"):
         session.sagemaker_client.create_training_job(**request)
     assert not session.job_dir("bad-regex").exists()
+
+
+# --- a Regex that backtracks for ever ------------------------------------------------------
+
+EVIL_LINE = "a" * 64 + "!"  # exponential for (a+)+$ in a backtracking engine
+EVIL = {"Name": "evil", "Regex": r"(?<!c)(a+)+$"}  # a lookbehind: RE2 refuses it, `re` stalls
+NESTED = {"Name": "nested", "Regex": r"(a+)+$"}  # RE2's, where google-re2 is installed
+GOOD = {"Name": "loss", "Regex": r"loss=([0-9.]+)"}
+
+
+def _disabled(text: str) -> set[str]:
+    return set(re.findall(r"metric definition '(\w+)' disabled", text))
+
+
+def test_a_stalling_regex_is_disabled_with_a_warning_and_the_others_go_on(caplog, monkeypatch):
+    monkeypatch.setattr(metric_matcher, "MATCH_TIMEOUT_S", 0.5)  # the fast tier stays fast
+    matcher = metric_matcher.Matcher([(d["Name"], d["Regex"]) for d in (EVIL, GOOD, NESTED)])
+    try:
+        found = matcher.search(["loss=0.5", EVIL_LINE, f"loss=0.25 {EVIL_LINE}"])
+        assert found == [(0, "loss", "0.5"), (2, "loss", "0.25")]
+        assert matcher.search(["loss=1", EVIL_LINE]) == [(0, "loss", "1")]
+        expected = {"evil"} | (set() if metric_matcher.re2 else {"nested"})
+        assert _disabled(caplog.text) == expected
+        assert "(?<!c)(a+)+$" in caplog.text
+    finally:
+        matcher.close()
+    assert matcher._child is None
+
+
+SCRIPT_EVIL = f"""
+import sys, time
+print("loss=0.5", flush=True)
+print("{EVIL_LINE}", flush=True)
+print("loss=0.25", flush=True)
+if "--sleep" in sys.argv:
+    while True:
+        time.sleep(1)
+"""
+
+
+def _evil_request(session, tmp_path: Path, name: str, sleep: bool) -> dict:
+    script = tmp_path / "evil_job.py"
+    script.write_text(SCRIPT_EVIL)
+    request = training_request(session, name, source_tar(tmp_path / "code", script),
+                               "evil_job.py", workers=1, distributed=False,
+                               hyperparameters={"sleep": '"yes"'} if sleep else None)
+    request["AlgorithmSpecification"]["MetricDefinitions"] = [EVIL, NESTED, GOOD]
+    return request
+
+
+@pytest.mark.slow
+def test_a_job_with_a_stalling_regex_completes_and_another_stops(session, tmp_path):
+    """The supervisor is never stalled: the job completes with the other metric's values, and
+    a job stopped right after printing the line reaches Stopped."""
+    session.submit(_evil_request(session, tmp_path, "evil-done", sleep=False))
+    job = wait_until_ended(session, "evil-done")
+    assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+    assert [(m["MetricName"], m["Value"]) for m in job["FinalMetricDataList"]] == [("loss", 0.25)]
+    assert "evil" in _disabled((session.job_dir("evil-done") / "supervisor.log").read_text())
+
+    session.submit(_evil_request(session, tmp_path, "evil-stop", sleep=True))
+    host_log = session.job_dir("evil-stop") / "logs" / "algo-1.log"
+    wait_for(lambda: host_log.exists() and "loss=0.25" in host_log.read_text(), 120,
+             "the job to print the line")
+    session.stop("evil-stop")
+    assert wait_until_ended(session, "evil-stop")["TrainingJobStatus"] == "Stopped"
+    assert_no_processes(session.home)

@@ -117,6 +117,30 @@ def test_s3_channel_cached_across_jobs_and_fetched_again_when_changed(
 
 
 @pytest.mark.slow
+def test_a_rank_that_chmods_and_writes_its_staged_file_poisons_no_later_job(
+    session: LocalSession, tmp_path: Path, s3_bucket: str
+) -> None:
+    """Where no read-only mount stops the write, the cache entry it changed is not reused: the
+    next job on the channel downloads the object again and reads its own bytes."""
+    s3 = boto3.client("s3", region_name=REGION)
+    for rel, content in FILES.items():
+        s3.put_object(Bucket=s3_bucket, Key=f"ds/{rel}", Body=content)
+    uri = f"s3://{s3_bucket}/ds"
+    source = source_tar(tmp_path / "src-chmod", JOBS / "chmod_writer.py")
+    session.sagemaker_client.create_training_job(**training_request(
+        session, "chmod-write", source, "chmod_writer.py", workers=1, distributed=False,
+        **_channel(uri)))
+    job = wait_until_ended(session, "chmod-write")
+    assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+    outcome = _host_file(session, "chmod-write", "algo-1", "chmod.txt")
+    _run_probe(session, tmp_path, "after-chmod", uri, hosts=1)
+    seen = json.loads(_host_file(session, "after-chmod", "algo-1", "view-before.json"))
+    assert seen["a.txt"][0] == _sha(FILES["a.txt"]), outcome
+    assert _staged_line(session, "after-chmod") == (3, "1" if outcome == "written"
+                                                    else "all cached")
+
+
+@pytest.mark.slow
 def test_two_jobs_at_once_download_each_object_once(
     session: LocalSession, tmp_path: Path, s3_bucket: str
 ) -> None:
@@ -202,7 +226,7 @@ def test_eviction_takes_least_recently_used_never_in_use(tmp_path: Path, s3_buck
     cache = DataCache(tmp_path / "cache")
     paths = cache.fetch(storage.list_prefix(uri)).paths
     for age, path in enumerate(paths):  # objs/000 used longest ago, objs/003 most recently
-        os.utime(path, (1000 + age, 1000 + age))
+        os.utime(cache.records / path.parent.name / path.name, (1000 + age, 1000 + age))
     job = tmp_path / "job"
     job.mkdir()
     os.link(paths[0], job / "000")  # the oldest, in use by a job's staged channel
@@ -212,6 +236,36 @@ def test_eviction_takes_least_recently_used_never_in_use(tmp_path: Path, s3_buck
     (job / "000").unlink()  # the job ended
     cache.evict(0)
     assert cache.info().entries == 0
+
+
+def _write_through(path: Path, data: bytes, *, keep_mode: bool = False) -> None:
+    """What a rank can do to its staged (hard-linked) file where no read-only mount stops it."""
+    os.chmod(path, 0o644)
+    path.write_bytes(data)
+    if keep_mode:
+        os.chmod(path, 0o444)
+
+
+def test_a_changed_entry_is_downloaded_again_never_served(
+    tmp_path: Path, s3_bucket: str
+) -> None:
+    """Same-size corruption, a write through a job's link (chmod, write, chmod back) and a bare
+    chmod: each makes the entry untrusted; the next fetch serves the object's own bytes again,
+    and the job that wrote keeps its own copy."""
+    uri = _objects(s3_bucket, 3, 1000)
+    cache = DataCache(tmp_path / "cache")
+    paths = cache.fetch(storage.list_prefix(uri)).paths
+    job = tmp_path / "job"
+    job.mkdir()
+    os.link(paths[1], job / "001")  # a staged channel file of a running job
+    _write_through(paths[0], b"X" * 1000)  # same size
+    _write_through(job / "001", b"Y" * 1000, keep_mode=True)
+    os.chmod(paths[2], 0o644)
+    again = cache.fetch(storage.list_prefix(uri))
+    assert again.downloaded == 3
+    assert [p.read_bytes() for p in again.paths] == [bytes([i]) * 1000 for i in range(3)]
+    assert (job / "001").read_bytes() == b"Y" * 1000
+    assert cache.fetch(storage.list_prefix(uri)).downloaded == 0
 
 
 def _fetch_slowly(root: str, uri: str, started: str) -> None:

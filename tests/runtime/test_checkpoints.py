@@ -97,18 +97,43 @@ def test_incomplete_checkpoints_are_ignored(ckpt: Path) -> None:
     assert checkpoints.load_latest() == {"v": 1}
 
 
+def _corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, different bytes
+    path.write_bytes(bytes(data))
+
+
 def test_corrupt_checkpoint_names_the_path(ckpt: Path) -> None:
     checkpoints.save({"v": torch.arange(100)}, step=5)
     checkpoints.flush()
     path = ckpt / "step-000000005" / "state.pt"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # same size, different bytes
-    path.write_bytes(bytes(data))
-    with pytest.raises(checkpoints.CheckpointError, match=f"{path}: corrupt checkpoint"):
+    _corrupt(path)
+    with pytest.raises(checkpoints.CheckpointError, match=f"no checkpoint verifies: {path} "):
         checkpoints.load_latest()
     (ckpt / "step-000000005" / "manifest.json").write_text("{not json")
     with pytest.raises(StorageError, match="manifest.json: unreadable checkpoint manifest"):
         checkpoints.load_latest()
+
+
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_newest_that_verifies(
+        ckpt: Path, s3_bucket: str, monkeypatch, caplog) -> None:
+    """Locally and when restoring from S3 (a spot restart): the corrupt newest one is named in
+    a warning, never loaded, and the job resumes from the one before."""
+    uri = f"s3://{s3_bucket}/ckpt/spot"
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", uri)
+    for step in (1, 2, 3):
+        checkpoints.save({"v": step}, step=step)
+    checkpoints.flush()
+    bad = ckpt / "step-000000003" / "state.pt"
+    _corrupt(bad)
+    assert checkpoints.load_latest() == {"v": 2}
+    assert f"skipping corrupt checkpoint {bad} " in caplog.text
+    storage.upload_file(bad, f"{uri}/step-000000003/state.pt")  # the copy on S3 too
+    local = ckpt.parent / "after-spot"
+    assert checkpoints.restore_latest(uri, local) == 2
+    monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(local))
+    assert checkpoints.load_latest() == {"v": 2}
+    assert f"skipping corrupt checkpoint {local / 'step-000000003' / 'state.pt'} " in caplog.text
 
 
 def test_unpicklable_with_weights_only_is_clear(ckpt: Path) -> None:
@@ -216,26 +241,25 @@ def test_load_latest_refuses_a_hostile_local_manifest(ckpt: Path) -> None:
         checkpoints.load_latest()
 
 
-@pytest.mark.parametrize("local_path", [None, "/opt/ml/checkpoints/run", "custom"])
+@pytest.mark.parametrize("local_path", [None, "/opt/ml/checkpoints/run"])
 def test_on_sagemakers_own_container_checkpoints_live_in_the_synced_folder(
         tmp_path: Path, monkeypatch, local_path: str | None) -> None:
     """No ddpjob runtime (no DDPJOB_CHECKPOINT_*): the folder is checkpointconfig.json's
     LocalPath, which SageMaker syncs with S3Uri itself; save() uploads nothing of its own and
-    load_latest() reads what SageMaker brought down."""
+    load_latest() reads what SageMaker brought down. (A root other than /opt/ml is a local
+    host: a LocalPath outside /opt/ml is refused there, tests/runtime/test_environment.py.)"""
     root = tmp_path / "ml"
     for name in ("DDPJOB_CHECKPOINT_DIR", "DDPJOB_CHECKPOINT_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SAGEMAKER_BASE_DIR", str(root))
     monkeypatch.setenv("RANK", "0")
     config = {"S3Uri": "s3://no-such-bucket-sagemaker-syncs-it/ckpt"}  # we never upload there
-    if local_path == "custom":
-        local_path = str(tmp_path / "elsewhere")
     if local_path is not None:
         config["LocalPath"] = local_path
     (root / "input" / "config").mkdir(parents=True)
     (root / "input" / "config" / "checkpointconfig.json").write_text(json.dumps(config))
-    expected = {None: root / "checkpoints", "/opt/ml/checkpoints/run": root / "checkpoints" / "run",
-                }.get(local_path, tmp_path / "elsewhere")
+    expected = {None: root / "checkpoints",
+                "/opt/ml/checkpoints/run": root / "checkpoints" / "run"}[local_path]
     assert checkpoints.checkpoint_dir() == expected
     assert checkpoints.load_latest() is None
     # What SageMaker brought down from S3Uri (a previous job's checkpoint) is found...

@@ -108,6 +108,25 @@ def test_checkpoint_local_path_under_opt_ml_maps_into_the_root(tmp_path: Path) -
     assert env.checkpoint_dir == tmp_path / "checkpoints" / "run"
 
 
+@pytest.mark.parametrize("local_path", ["/opt/ml/../..", "/opt/ml/checkpoints/../../x", "/tmp/ckpt",
+                                        "/opt/ml", "checkpoints"])
+def test_checkpoint_local_path_that_would_leave_the_host_is_refused(
+        tmp_path: Path, local_path: str) -> None:
+    config = {"LocalPath": local_path, "S3Uri": "s3://b/c"}
+    root = make_root(tmp_path, SAGEMAKER_HPS, checkpointconfig=config)
+    with pytest.raises(RuntimeContractError, match=r"^CheckpointConfig.LocalPath .* refused: "):
+        read_environment(root)
+
+
+def test_tensorboard_local_path_that_would_leave_the_host_is_refused(tmp_path: Path) -> None:
+    root = make_root(tmp_path, SAGEMAKER_HPS)
+    (root / "input" / "config" / "platform.json").write_text(json.dumps(
+        {"tensorboard_output_config": {"LocalPath": "/opt/ml/output/../../../..",
+                                       "S3OutputPath": "s3://b/tb"}}))
+    with pytest.raises(RuntimeContractError, match="TensorBoardOutputConfig.LocalPath"):
+        read_environment(root)
+
+
 def _toolkit_variables(root: Path) -> dict[str, str]:
     """What SageMaker's own training toolkit exports for the same root (in a clean process)."""
     code = (
@@ -376,3 +395,12 @@ def test_mpi_rank_variables_map_to_torchrun_names() -> None:
     pmi = {"PMI_RANK": "2", "PMI_SIZE": "3", "RANK": "9"}
     worker.map_mpi_variables(pmi)
     assert (pmi["RANK"], pmi["WORLD_SIZE"]) == ("9", "3")  # torchrun's own value wins
+
+
+def test_on_sagemakers_own_root_a_container_path_is_taken_as_it_is() -> None:
+    from ddpjob_runtime.environment import mapped_path
+    from ddpjob_runtime.errors import UnsafePathError
+
+    assert mapped_path(Path("/opt/ml"), "/tmp/ckpt") == Path("/tmp/ckpt")
+    with pytest.raises(UnsafePathError, match="without '..'"):
+        mapped_path(Path("/opt/ml"), "/opt/ml/../etc")

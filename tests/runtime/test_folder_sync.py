@@ -49,3 +49,22 @@ def test_in_step_folder() -> None:
     assert not in_step_folder("step-000000100")  # a plain file of that name
     assert not in_step_folder("step-1/state.pt")
     assert not in_step_folder("model.pt")
+
+
+def test_links_out_of_the_folder_are_never_followed(tmp_path: Path, caplog) -> None:
+    """A link to a file or a folder outside is not uploaded (warned about once); a link to a
+    file inside is uploaded with that file's content."""
+    local, remote, outside = tmp_path / "local", tmp_path / "remote", tmp_path / "outside"
+    local.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_text("credentials")
+    (local / "model.pt").write_text("m")
+    (local / "leak").symlink_to(outside / "secret")
+    (local / "leak-dir").symlink_to(outside)
+    (local / "latest.pt").symlink_to(local / "model.pt")
+    sync = FolderSync(local, remote.as_uri())
+    assert sync.upload() == 2
+    assert _files(remote) == {"latest.pt": "m", "model.pt": "m"}
+    assert sync.upload() == 0
+    assert [r.getMessage() for r in caplog.records if "links outside" in r.getMessage()] == [
+        f"not syncing {local / 'leak'}: it links outside {local}"]

@@ -150,6 +150,19 @@ def test_local_paths_and_file_uris(tmp_path: Path, as_file_uri: bool) -> None:
     assert (tmp_path / "store" / "run-10" / "c.txt").exists()
 
 
+def test_a_named_pipe_in_a_local_folder_is_refused_never_read(tmp_path: Path) -> None:
+    """Listing, uploading or staging (file:// channels) a folder with a FIFO: a clear error,
+    never a read that blocks for ever."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("a")
+    os.mkfifo(src / "pipe")
+    for action in (lambda: storage.list_prefix(src.as_uri()),
+                   lambda: storage.upload_dir(src, (tmp_path / "store").as_uri())):
+        with pytest.raises(StorageError, match=r"src/pipe: not a regular file \(a named pipe"):
+            action()
+
+
 @pytest.mark.parametrize(("uri", "match"), [
     ("gs://bucket/x", "unsupported scheme 'gs'"),
     ("s3:/bad", "unsupported scheme 's3' or malformed"),  # never a local folder 's3:/bad'

@@ -83,6 +83,9 @@ def _local_files(folder: Path) -> list[tuple[str, Path]]:
         for name in sorted(files):
             if not (name.startswith(".") and name.endswith(fsutil.TMP_SUFFIX)):
                 path = Path(root, name)
+                if not path.is_file():  # reading a named pipe would block for ever
+                    raise StorageError(f"{path}: not a regular file (a named pipe, socket, "
+                                       f"device or broken link) cannot be copied; remove it")
                 found.append((path.relative_to(folder).as_posix(), path))
     return found
 

@@ -1,15 +1,22 @@
 """The cache of `s3://` objects that local jobs share: `<home>/cache/`.
 
     entries/<hh>/<hash>        complete objects, read-only (0444); jobs hard-link them
+    records/<hh>/<hash>        the entry's size, mtime and inode as downloaded; its mtime: last use
     locks/<hh>/<hash>.lock     held (fcntl) by the one process downloading that entry
     tmp/<hash>.<id>.part*      downloads in progress, renamed into entries/ once complete
 
 `<hash>` is the sha256 of (bucket, key, size, ETag) from the listing, so a changed object is a
 new entry. An entry exists only once it is complete: a killed download leaves a `.part` file
-that nothing trusts (eviction removes it once no process holds its lock). An entry whose link
-count is above 1 is linked into a job's staged channel: in use, never evicted. Least recently
-used entries (by mtime, touched on every use) go first when the cache is over its limit
-(`DDPJOB_CACHE_MAX_GB`, default 20).
+that nothing trusts (eviction removes it once no process holds its lock).
+
+An entry is reused only while it is as downloaded: same size, mtime and inode as its record,
+mode still 0444. Jobs share its inode (hard links), so a rank that `chmod`s its staged file and
+writes it changes the entry; that changes the mode or the mtime, and the next fetch downloads
+the object again (into a new inode: the job that wrote keeps its own bytes). The ctime cannot
+serve: every job's hard link changes it. An entry whose link count is above 1 is linked into a
+job's staged channel: in use, never evicted. Least recently used entries (by their record's
+mtime, touched on every use) go first when the cache is over its limit (`DDPJOB_CACHE_MAX_GB`,
+default 20).
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ import fcntl
 import hashlib
 import logging
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpjob_runtime import storage
+from ddpjob_runtime import fsutil, storage
 from ddpjob_runtime.storage import Listing, ObjectInfo
 
 from ddpjob.errors import UserInputError
@@ -76,7 +84,8 @@ class DataCache:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self.entries, self.locks, self.tmp = (self.root / n for n in ("entries", "locks", "tmp"))
+        self.entries, self.records, self.locks, self.tmp = (
+            self.root / n for n in ("entries", "records", "locks", "tmp"))
 
     def _name(self, folder: str, obj: ObjectInfo) -> str:
         """The entry name of `obj`, listed under the folder URI `folder`."""
@@ -87,6 +96,9 @@ class DataCache:
 
     def _entry(self, name: str) -> Path:
         return self.entries / name[:2] / name
+
+    def _record(self, name: str) -> Path:
+        return self.records / name[:2] / name
 
     def _lock(self, name: str) -> Path:
         return self.locks / name[:2] / f"{name}.lock"
@@ -102,14 +114,18 @@ class DataCache:
             done += self._fill(listing.folder, missing[i:i + BATCH])
         for name in names:
             with contextlib.suppress(FileNotFoundError):
-                os.utime(self._entry(name))  # most recently used
+                os.utime(self._record(name))  # most recently used
         return Fetched([self._entry(n) for n in names], len(done), sum(o.size for o, _ in done))
 
     def _trusted(self, obj: ObjectInfo, name: str) -> bool:
+        """Whether the entry of `obj` is complete and unchanged since it was downloaded."""
         try:
-            return self._entry(name).stat().st_size == obj.size
-        except FileNotFoundError:
+            st = self._entry(name).stat()
+            recorded = self._record(name).read_text()
+        except (FileNotFoundError, NotADirectoryError):
             return False
+        return (st.st_size == obj.size and stat.S_IMODE(st.st_mode) == READ_ONLY
+                and recorded == _fingerprint(st))
 
     def _fill(
         self, folder: str, batch: list[tuple[ObjectInfo, str]]
@@ -157,6 +173,7 @@ class DataCache:
                 os.chmod(temp, READ_ONLY)
                 self._entry(name).parent.mkdir(parents=True, exist_ok=True)
                 os.replace(temp, self._entry(name))
+                fsutil.write_text(self._record(name), _fingerprint(self._entry(name).stat()))
         finally:
             for temp in temps:
                 temp.unlink(missing_ok=True)
@@ -178,11 +195,18 @@ class DataCache:
         return CacheInfo(self.root, len(stats), sum(st.st_size for st in stats), len(used),
                          sum(st.st_size for st in used), max_bytes() if limit is None else limit)
 
+    def _last_used(self, entry: Path) -> float:
+        """When `entry` was last fetched (0 for one without a record: never trusted)."""
+        try:
+            return self._record(entry.name).stat().st_mtime
+        except FileNotFoundError:
+            return 0.0
+
     def evict(self, limit: int) -> int:
         """Remove least recently used entries not in use until at most `limit` bytes remain
         (entries in use stay, even above the limit); also abandoned downloads. Bytes freed."""
         self._remove_abandoned()
-        found = sorted(self._scan(), key=lambda item: item[1].st_mtime)
+        found = sorted(self._scan(), key=lambda item: self._last_used(item[0]))
         total, freed = sum(st.st_size for _, st in found), 0
         for path, st in found:
             if total - freed <= limit:
@@ -204,6 +228,7 @@ class DataCache:
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_nlink == 1:
                     path.unlink()
+                    self._record(path.name).unlink(missing_ok=True)
                     return True
         return False
 
@@ -218,6 +243,11 @@ class DataCache:
                 except BlockingIOError:
                     continue
                 part.unlink(missing_ok=True)
+
+
+def _fingerprint(st: os.stat_result) -> str:
+    """What a file's content is trusted by: size, mtime (ns) and inode."""
+    return f"{st.st_size} {st.st_mtime_ns} {st.st_ino}"
 
 
 def human_bytes(size: int) -> str:

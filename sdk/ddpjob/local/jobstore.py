@@ -12,12 +12,14 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ddpjob_runtime import fsutil
 
+from ddpjob.errors import UserInputError
 from ddpjob.local.jobstate import JobState
 
 REQUEST = "request.json"
@@ -41,10 +43,29 @@ class JobExists(Exception):
 
 
 def private_dir(path: Path) -> Path:
-    """Create `path` (and missing parents) readable by this user only; return it."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)  # an existing folder too: the home holds requests and logs
+    """`path`, created readable by this user only (0700) when missing, else checked with
+    `check_own_dir`: ddpjob never changes the mode of a folder it did not create."""
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        check_own_dir(path)
     return path
+
+
+def check_own_dir(path: Path) -> None:
+    """UserInputError unless the existing `path` is a folder of this user that not every user
+    may write into (e.g. `/tmp`, mode 1777, where others could plant jobs or cache entries)."""
+    st = path.stat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise UserInputError(f"home {path}: not a folder")
+    if st.st_uid != os.geteuid():
+        raise UserInputError(f"home {path}: the folder belongs to another user (uid "
+                             f"{st.st_uid}); name a folder of your own")
+    if st.st_mode & stat.S_IWOTH:
+        raise UserInputError(f"home {path}: a folder every user may write into (mode "
+                             f"{stat.S_IMODE(st.st_mode):o}) cannot hold private job state; "
+                             f"name a new folder, e.g. {path / 'ddpjob'}, which ddpjob creates "
+                             f"readable by you only")
 
 
 class JobStore:

@@ -1,5 +1,6 @@
 """`MetricDefinitions` of a local job: each `Regex` is matched against every host's log as it is
-written, as SageMaker matches it against the job's CloudWatch logs; the value is the first group.
+written, as SageMaker matches it against the job's CloudWatch logs; the value is the first group
+(`metric_matcher`: in bounded time per line, a stalling definition disabled with a warning).
 
 The supervisor polls a `MetricCollector`, which appends every value to `<job dir>/metrics.jsonl`
 (`{"MetricName", "Value", "Timestamp", "Host"}`); `final_metric_data` gives DescribeTrainingJob's
@@ -19,16 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from ddpjob.local.logtail import Tail
+from ddpjob.local.metric_matcher import Matcher
 
 log = logging.getLogger(__name__)
 
 SERIES_FILE = "metrics.jsonl"
 
 
-def definitions(request: dict[str, Any]) -> list[tuple[str, re.Pattern[str]]]:
-    """`(Name, compiled Regex)` of the request's MetricDefinitions."""
+def definitions(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """`(Name, Regex)` of the request's MetricDefinitions."""
     specs = (request.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
-    return [(d["Name"], re.compile(d["Regex"])) for d in specs]
+    return [(d["Name"], d["Regex"]) for d in specs]
 
 
 def check(request: dict[str, Any]) -> str | None:
@@ -47,9 +49,9 @@ def check(request: dict[str, Any]) -> str | None:
     return None
 
 
-def _value(match: re.Match[str]) -> float | None:
+def _value(text: str | None) -> float | None:
     try:
-        value = float(match.group(1))
+        value = float(text)  # type: ignore[arg-type] - None is refused below
     except (TypeError, ValueError):
         return None
     return value if math.isfinite(value) else None
@@ -61,6 +63,7 @@ class MetricCollector:
     def __init__(self, job_dir: Path, request: dict[str, Any], log_paths: dict[str, Path]):
         self.path = job_dir / SERIES_FILE
         self.definitions = definitions(request)
+        self.matcher = Matcher(self.definitions)  # never stalls on a catastrophic Regex
         self.tails = {host: Tail(path) for host, path in log_paths.items()}
 
     def poll(self, final: bool = False) -> int:
@@ -71,18 +74,18 @@ class MetricCollector:
         records = []
         now = time.time()
         for host, tail in self.tails.items():
-            for line in tail.lines(final=final):
-                for name, pattern in self.definitions:
-                    match = pattern.search(line)
-                    if match and (value := _value(match)) is not None:
-                        records.append({"MetricName": name, "Value": value, "Timestamp": now,
-                                        "Host": host})
+            for _, name, text in self.matcher.search(tail.lines(final=final)):
+                if (value := _value(text)) is not None:
+                    records.append({"MetricName": name, "Value": value, "Timestamp": now,
+                                    "Host": host})
         if records:
             with open(self.path, "a") as out:
                 out.writelines(json.dumps(r) + "\n" for r in records)
         return len(records)
 
     def close(self) -> None:
+        """Close the logs and end the matcher's child process."""
+        self.matcher.close()
         for tail in self.tails.values():
             tail.close()
 

@@ -21,6 +21,7 @@ from ddpjob.extras import require_torch
 from ddpjob.job_status import TERMINAL_STATUSES
 from ddpjob.local import dlc_host, hostroot, logtail
 from ddpjob.local.client import LocalSageMakerClient
+from ddpjob.local.jobstore import check_own_dir
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 from ddpjob.naming import check_job_name
 from ddpjob.sagemaker.errors import aws_errors
@@ -62,6 +63,8 @@ class LocalSession(BaseSession):
 
     def __init__(self, home: str | Path | None = None):
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
+        if self.home.exists():  # refused before anything is written into it
+            check_own_dir(self.home)
         self._client = LocalSageMakerClient(self.home)
 
     @property

@@ -208,6 +208,7 @@ class Supervisor:
             except Exception:  # noqa: BLE001 - the final status must still be written
                 log.exception("cleanup error")
             self.metrics.poll(final=True)
+            self.metrics.close()
             self._finish()
 
 
