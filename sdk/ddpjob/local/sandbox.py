@@ -288,7 +288,7 @@ def _fail(root: str | None, message: str) -> None:
     """One line on stderr (the host's log) and in the host's `output/failure`; exit 125."""
     line = f"{os.path.basename(root or '') or 'host'}: {message}"
     print(f"ddpjob.local.sandbox: {line}", file=sys.stderr, flush=True)
-    if root:
+    if root and os.path.isdir(root):
         with contextlib.suppress(OSError):
             os.makedirs(os.path.join(root, "output"), exist_ok=True)
             with open(os.path.join(root, "output", "failure"), "w") as f:
