@@ -115,14 +115,16 @@ def wrap(
 
 
 def hosts_file_text(addresses: Mapping[str, str], machine_hosts: Path = Path(ETC_HOSTS)) -> str:
-    """An `/etc/hosts` for a job: the machine's lines (localhost, its own name), then one line
-    per host name (`{name: address}`)."""
+    """An `/etc/hosts` for a job: the machine's lines (localhost, its own name) but those naming
+    one of the job's hosts (the first match wins), then one line per host (`{name: address}`)."""
     try:
-        machine = machine_hosts.read_text()
+        machine = machine_hosts.read_text().splitlines()
     except OSError:
-        machine = "127.0.0.1 localhost\n"
-    ours = "".join(f"{address} {name}\n" for name, address in addresses.items())
-    return f"{machine.rstrip()}\n# the hosts of this ddpjob job\n{ours}"
+        machine = ["127.0.0.1 localhost"]
+    kept = [line for line in machine
+            if not set(line.split("#", 1)[0].split()[1:]) & set(addresses)]
+    ours = [f"{address} {name}" for name, address in addresses.items()]
+    return "\n".join([*kept, "# the hosts of this ddpjob job", *ours, ""])
 
 
 def inside(root: Path) -> bool:
