@@ -12,7 +12,7 @@ In the namespace:
   one bind of each of its entries (symlinks copied), plus the empty `ml` folder; the tmpfs is then
   made read-only. Unlike an overlay of `/opt` this needs no upper folder on a file system that
   supports one, keeps the mounts below `/opt`, and writes nothing anywhere;
-- `/etc/hosts` is the job's own file (the machine's lines plus `algo-N` -> `127.0.0.N`), so the
+- `/etc/hosts` is the job's own file (the machine's lines, then `algo-N` -> `127.0.0.N`), so the
   host names resolve as on SageMaker; the network namespace stays the machine's (loopback);
 - paths of `read_only` are bound read-only onto themselves, paths of `writable` stay writable
   inside them, and `views` bind a folder read-only at another place (a staged channel at
