@@ -16,9 +16,10 @@ In the namespace:
   host names resolve as on SageMaker; the network namespace stays the machine's (loopback);
 - paths of `read_only` are bound read-only onto themselves, paths of `writable` stay writable
   inside them, and `views` bind a folder read-only at another place (a staged channel at
-  `input/data/<channel>`), all deepest first. A read-only mount refuses `chmod` and writes to
-  every name of a file that it holds, hard links included: the caller makes read-only every folder
-  where another name of a shared file lives (the job folders and the object cache).
+  `input/data/<channel>`), all deepest first. A read-only mount refuses `chmod` and writes
+  through the names below it only: another name of the same file (a hard link) elsewhere stays
+  writable, so the caller makes read-only every folder where a name of a shared file lives (the
+  job folders and the object cache).
 
 Who may do this: root (with CAP_SYS_ADMIN) unshares the mount namespace alone; any other user
 gets a user namespace too, where its own uid and gid map to themselves (so files keep their
