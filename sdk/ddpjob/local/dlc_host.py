@@ -8,8 +8,10 @@ platform's duties (`platform_duties`) around the toolkit and exits with the tool
 
 The toolkit runs in `$DDPJOB_DLC_PYTHON` (a Python that mirrors the DLC: torch and the two
 toolkits), default this Python; ddpjob need not be installed there: the code archive carries
-`ddpjob_runtime`. Hosts are named by loopback addresses; the toolkit's torchrun rendezvous is on
-the first one at its fixed port 7777, so one such job runs at a time on a machine.
+`ddpjob_runtime`. In its own namespace (`sandbox`) a host is `algo-N` with its `/opt/ml`, as on
+SageMaker; elsewhere hosts are named by loopback addresses and the toolkit finds its root through
+`SAGEMAKER_BASE_DIR`. The toolkit's torchrun rendezvous is on the first host at its fixed port
+7777, so one such job runs at a time on a machine.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import failure, phases
+from ddpjob_runtime import contract, failure, phases
 
 from ddpjob import image_uris
-from ddpjob.local import hostroot, platform_duties
+from ddpjob.local import hostroot, platform_duties, sandbox
 from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.dlc_host")
@@ -117,12 +119,16 @@ def host_command(request: dict[str, Any], job_dir: Path, host: str) -> list[str]
 # ------------------------------------------------------------------ the host itself
 
 
-def _toolkit_env(root: Path) -> dict[str, str]:
-    """The container's environment for the toolkit: its module, the job root, torchrun on PATH."""
+def _toolkit_env(root: Path, own_namespace: bool) -> dict[str, str]:
+    """The container's environment for the toolkit: its module, torchrun on PATH, and the job
+    root (`/opt/ml` itself in the host's own namespace)."""
     env = dict(os.environ)
     python = Path(toolkit_python())
-    env.update(SAGEMAKER_BASE_DIR=str(root), SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
+    env.update(SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
                PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]))
+    env.pop(contract.ENV_ROOT, None)
+    if not own_namespace:
+        env[contract.ENV_ROOT] = str(root)
     return env
 
 
@@ -143,6 +149,7 @@ class DlcHost:
         self.request = JobStore(job_dir.parent.parent).request(job_dir.name)
         self.host, self.job_dir = host, job_dir
         self.root = job_dir / "hosts" / host
+        self.own_namespace = sandbox.inside(self.root)
         self.status_file = hostroot.status_file(job_dir, host)
         self.sync = platform_duties.checkpoint_sync(self.request, self.root)
         self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
@@ -150,7 +157,8 @@ class DlcHost:
 
     def _prepare(self) -> None:
         phases.write_phase(self.status_file, "Downloading")
-        platform_duties.write_config(self.request, self.host, self.root, self.job_dir)
+        platform_duties.write_config(self.request, self.host, self.root, self.job_dir,
+                                     self.own_namespace)
         for folder in ("code", "model", "output/data"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         platform_duties.stage_channels(self.request, self.root)
@@ -164,10 +172,10 @@ class DlcHost:
     def _run_toolkit(self) -> int:
         phases.write_phase(self.status_file, "Training")
         command = [toolkit_python(), "-c", "from sagemaker_training.cli.train import main; main()"]
-        log.info("host %s (%s): %s", self.host,
-                 platform_duties.address_of(self.request, self.host), " ".join(command))
-        self.proc = subprocess.Popen(command, cwd=self.root / "code", env=_toolkit_env(self.root),
-                                     start_new_session=True)
+        log.info("host %s%s: %s", self.host, "" if self.own_namespace else
+                 f" ({hostroot.loopback_addresses(self.request)[self.host]})", " ".join(command))
+        self.proc = subprocess.Popen(command, cwd=self.root / "code", start_new_session=True,
+                                     env=_toolkit_env(self.root, self.own_namespace))
         with self.sync.running(), self.tensorboard.running():
             return self.proc.wait()
 
