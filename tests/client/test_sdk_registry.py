@@ -11,23 +11,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from ddpjob import official_sdk
 
-REPO = Path(__file__).parents[2]
-HERE = Path(__file__).parent
-
-
-def run_script(python: str | Path, script: Path, *flags: str,
-               env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run one of this folder's scripts with `python` on this checkout; its JSON output."""
-    path = os.pathsep.join(str(REPO / part) for part in ("sdk", "runtime"))
-    done = subprocess.run([str(python), *flags, str(script)], capture_output=True, text=True,
-                          timeout=240, check=False,
-                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+from tests.client.scripts import ORACLE, PROBE, REPO, run_script
 
 
 def test_the_installed_sdk_is_found_as_v2() -> None:
@@ -39,14 +26,14 @@ def test_the_installed_sdk_is_found_as_v2() -> None:
 
 
 def test_every_pytorch_and_hugging_face_image_is_the_official_sdks() -> None:
-    result = run_script(sys.executable, HERE / "image_uri_oracle.py")
+    result = run_script(sys.executable, ORACLE)
     assert result["major"] == 2
     assert result["mismatches"] == [] and result["mismatch_count"] == 0
     assert result["compared"] > 1000 and result["distinct"] > 500  # not a vacuous comparison
 
 
 def test_a_dlc_request_imports_nothing_of_the_sdk() -> None:
-    result = run_script(sys.executable, HERE / "sdk_probe.py")
+    result = run_script(sys.executable, PROBE)
     version, py_version = result["default"]
     assert result["image"] == ("763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:"
                                f"{version}-gpu-{py_version}")
