@@ -6,8 +6,8 @@ the rare cases that ddpjob does not rebuild itself, a function of its `image_uri
 (`sagemaker.<name>` in v2, `sagemaker.core.<name>` in v3, with the same signatures). The registry
 is read straight from the package's files: importing the SDK takes seconds (v3's
 `sagemaker.core.image_uris` alone, about 2.7 s). A module is imported only when it is asked for,
-lazily and quietly. The SDK is an optional dependency (`pip install "ddpjob[sagemaker]"`), so that
-installing ddpjob never replaces a user's major of it.
+lazily and quietly. The SDK is an optional dependency (`pip install 'ddpjob[sagemaker]'`), so
+that installing ddpjob never replaces a user's major of it.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from types import ModuleType
 from typing import Any
 
 from ddpjob.errors import UserInputError
+from ddpjob.extras import SAGEMAKER_EXTRA
 
-INSTALL = 'pip install "ddpjob[sagemaker]"'
 #: (major, package of image_uris/fw_utils, folder of the registry inside `sagemaker/`); v3 first.
 _LAYOUTS = ((3, "sagemaker.core", ("core", "image_uri_config")),
             (2, "sagemaker", ("image_uri_config",)))
@@ -54,8 +54,12 @@ class OfficialSdk:
 
     def module(self, name: str) -> ModuleType:
         """The SDK's module `name` ("image_uris", "fw_utils"), imported quietly."""
-        with _quiet_import():
-            return importlib.import_module(f"{self.package}.{name}")
+        try:
+            with _quiet_import():
+                return importlib.import_module(f"{self.package}.{name}")
+        except ImportError as error:  # a broken install: say which, in one line
+            raise UserInputError(f"the official SageMaker SDK {self.version} is installed but "
+                                 f"{self.package}.{name} does not import: {error}") from None
 
 
 @functools.lru_cache(maxsize=16)
@@ -96,7 +100,8 @@ def require(needed_for: str) -> OfficialSdk:
     sdk = installed()
     if sdk is None:
         raise UserInputError(f"{needed_for} needs the official SageMaker SDK (v2 >= 2.200 or "
-                             f"v3): {INSTALL}")
+                             f"v3), which is not installed: pip install '{SAGEMAKER_EXTRA}' "
+                             f"(or pip install sagemaker)")
     return sdk
 
 

@@ -84,8 +84,8 @@ def test_without_the_sdk_what_needs_it_says_how_to_install_it(tmp_path: Path) ->
                                                                    "PYTHONPATH": path})
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
-    install = ('needs the official SageMaker SDK (v2 >= 2.200 or v3): '
-               'pip install "ddpjob[sagemaker]"')
+    install = ("needs the official SageMaker SDK (v2 >= 2.200 or v3), which is not installed: "
+               "pip install 'ddpjob[sagemaker]' (or pip install sagemaker)")
     assert result["errors"] == [
         f"image_uri not given: picking SageMaker's container (or pass image_uri=...) {install}",
         f"distribution smdistributed.modelparallel {install}"]
