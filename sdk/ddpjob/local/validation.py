@@ -82,7 +82,7 @@ def _check_hyperparameters(op: str, hps: dict[str, str]) -> None:
 def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> None:
     """What SageMaker's server checks in a CreateTrainingJob request, and what local mode needs.
 
-    `visible_gpus` is the number of GPUs of this machine (only needed for "local_gpu").
+    `visible_gpus` is the number of GPUs of this machine ("local_gpu"; None: not checked).
     """
     op = "CreateTrainingJob"
     check_job_name(op, request["TrainingJobName"])
@@ -103,11 +103,11 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
         )
     if count < 1:
         raise client_error(op, f"ResourceConfig.InstanceCount must be at least 1, got {count}")
-    if kind == "local_gpu" and (visible_gpus or 0) < count:
+    if kind == "local_gpu" and visible_gpus is not None and visible_gpus < count:
         raise client_error(
             op,
             f"InstanceType 'local_gpu' with InstanceCount {count} needs at least {count} "
-            f"GPU(s), one set per simulated host; this machine has {visible_gpus or 0}",
+            f"GPU(s), one set per simulated host; this machine has {visible_gpus}",
         )
     hps = request.get("HyperParameters") or {}
     _check_hyperparameters(op, hps)
