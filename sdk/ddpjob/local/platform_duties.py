@@ -1,8 +1,9 @@
 """What SageMaker itself does around a training container, done on this machine for a host that
-runs SageMaker's own PyTorch container (its toolkit does none of it).
+runs the image's own program (SageMaker's PyTorch toolkit, or a request's container command such
+as ModelTrainer's drivers), which does none of it.
 
-Before the toolkit starts: the config files under `input/config` (with loopback addresses as host
-names, which the toolkit resolves and torchrun connects to), every channel staged into
+Before the program starts: the config files under `input/config` (for the toolkit with loopback
+addresses as host names, which it resolves and torchrun connects to), every channel staged into
 `input/data/<channel>`, and everything under `CheckpointConfig.S3Uri` brought down into the
 checkpoint folder. While it runs: new or changed files of the checkpoint folder uploaded to
 `S3Uri` (`ddpjob_runtime.folder_sync`, the runtime's own sync), and from the first host those of
@@ -42,16 +43,20 @@ def address_of(request: dict[str, Any], host: str) -> str:
     return host_address(hostroot.host_names(request).index(host))
 
 
-def config_files(request: dict[str, Any], host: str, job_dir: Path) -> dict[str, Any]:
-    """`{file under input/config: content}` as SageMaker writes them for `host`, with loopback
-    addresses for host names and a file:// code URI made a path (the toolkit reads paths)."""
+def config_files(request: dict[str, Any], host: str, job_dir: Path, *,
+                 by_address: bool = False) -> dict[str, Any]:
+    """`{file under input/config: content}` as SageMaker writes them for `host` (hosts named
+    `algo-N`, or by their loopback addresses with `by_address`: SageMaker's PyTorch toolkit
+    resolves and connects to them), with a file:// code URI made a path (the toolkit reads
+    paths)."""
     files = hostroot.config_files(request, host, 0, job_dir)
     del files["platform.json"]  # ddpjob's own runtime is not there
-    addresses = [host_address(i) for i in range(len(hostroot.host_names(request)))]
-    resources = files["resourceconfig.json"]
-    resources["current_host"] = address_of(request, host)
-    resources["hosts"] = addresses
-    resources["instance_groups"][0]["hosts"] = addresses
+    if by_address:
+        addresses = [host_address(i) for i in range(len(hostroot.host_names(request)))]
+        resources = files["resourceconfig.json"]
+        resources["current_host"] = address_of(request, host)
+        resources["hosts"] = addresses
+        resources["instance_groups"][0]["hosts"] = addresses
     hyperparameters = dict(files["hyperparameters.json"])
     if SUBMIT_DIR in hyperparameters:
         uri = json.loads(hyperparameters[SUBMIT_DIR])
@@ -62,12 +67,12 @@ def config_files(request: dict[str, Any], host: str, job_dir: Path) -> dict[str,
     return files
 
 
-def write_config(request: dict[str, Any], host: str, root: Path, job_dir: Path) -> None:
-    """Write `host`'s config files under `root/input/config` (replacing what is there)."""
+def write_config(root: Path, files: dict[str, Any]) -> None:
+    """Write `files` (see `config_files`) under `root/input/config`, replacing what is there."""
     config = root / "input" / "config"
     config.mkdir(parents=True, exist_ok=True)
     (config / "platform.json").unlink(missing_ok=True)
-    for name, content in config_files(request, host, job_dir).items():
+    for name, content in files.items():
         (config / name).write_text(json.dumps(content, indent=1))
 
 
