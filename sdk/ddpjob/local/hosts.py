@@ -17,7 +17,7 @@ from typing import Any
 
 from ddpjob_runtime import processes
 
-from ddpjob.local import dlc_host, failure_cause, gpus, hostroot, proctree
+from ddpjob.local import failure_cause, gpus, hostkind, hostroot, proctree
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -84,7 +84,7 @@ class Hosts:
         for host, gpu_ids in zip(self.names, slices, strict=True):
             root = hostroot.prepare(self.request, host, port, self.job_dir,
                                     (staged or {}).get(host))
-            host_command = dlc_host.host_command(self.request, self.job_dir, host) or command
+            host_command = hostkind.host_command(self.request, self.job_dir, host) or command
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(
                     host_command, cwd=root, env=self._env(root, gpu_ids),
