@@ -92,11 +92,21 @@ class ContainerHost(platform_host.PlatformHost):
         return platform_duties.config_files(self.request, self.host, self.job_dir)
 
     def prepare(self) -> None:
-        """The platform's duties, then this host's Python (`hostpython`)."""
+        """The platform's duties, then this host's Python (`hostpython`), beside its root."""
         super().prepare()
         gpu_ids = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-        folder = self.job_dir / "python" / self.host
-        self.bin_dir = hostpython.create(folder, hostpython.image_python(), gpu_ids)
+        self.bin_dir = hostpython.create(self._python_dir(), hostpython.image_python(), gpu_ids)
+
+    def _python_dir(self) -> Path:
+        return self.root.parent / f"{self.host}.python"
+
+    def run(self) -> int:
+        """This host's part of the job; what its command installed is gone afterwards, as
+        with the container."""
+        try:
+            return super().run()
+        finally:
+            shutil.rmtree(self._python_dir(), ignore_errors=True)
 
     def command(self) -> list[str]:
         """ContainerEntrypoint + ContainerArguments."""
