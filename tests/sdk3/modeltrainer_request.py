@@ -9,6 +9,7 @@ nothing else answers it. The request is printed on the last line of stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -56,12 +57,10 @@ def main() -> None:
         checkpoint_config=CheckpointConfig(s3_uri=config["checkpoint_uri"]),
         sagemaker_session=session,
     )
-    try:
+    with contextlib.suppress(Captured):
         trainer.train(input_data_config=[InputData(channel_name="training",
                                                    data_source=config["data_uri"])],
                       wait=False, logs=False)
-    except Captured:
-        pass
     if not found:
         sys.exit("ModelTrainer sent no CreateTrainingJob")
     print(json.dumps(found, default=str))

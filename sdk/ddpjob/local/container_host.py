@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpjob import image_uris
-from ddpjob.local import hostpython, platform_duties, platform_host, responses
+from ddpjob.local import hostpython, platform_host, responses, sandbox
 
 MODULE = "ddpjob.local.container_host"
 OPT_ML = "/opt/ml"  # what the platform stages before the command starts lives below
@@ -70,6 +70,11 @@ def request_problem(request: dict[str, Any]) -> str | None:
         return None
     if problem := _program_problem(algorithm["ContainerEntrypoint"][0]):
         return problem
+    if (reason := sandbox.available()) is not None:
+        return (f"AlgorithmSpecification.ContainerEntrypoint: a container command needs each "
+                f"local host in its own mount namespace, where /opt/ml is the host's folder and "
+                f"algo-1 resolves (ModelTrainer's drivers hard-code both), and this machine "
+                f"gives none: {reason}")
     kind = request["ResourceConfig"].get("InstanceType", "")
     if kind.startswith("ml.") and image_uris.processor(kind) != "cpu":
         return (f"ResourceConfig.InstanceType {kind!r}: local hosts run a container command on "
@@ -86,10 +91,6 @@ class ContainerHost(platform_host.PlatformHost):
     def __init__(self, job_dir: Path, host: str):
         super().__init__(job_dir, host)
         self.bin_dir: Path | None = None
-
-    def config_files(self) -> dict[str, Any]:
-        """SageMaker's config files, hosts named `algo-N` (resolved by the sandbox)."""
-        return platform_duties.config_files(self.request, self.host, self.job_dir)
 
     def prepare(self) -> None:
         """The platform's duties, then this host's Python (`hostpython`), beside its root."""
@@ -116,8 +117,7 @@ class ContainerHost(platform_host.PlatformHost):
     def environment(self) -> dict[str, str]:
         """This host's environment (the request's Environment included), with what SageMaker
         adds and the host's Python first on PATH; /opt/ml is the root, as in a container."""
-        env = dict(os.environ)
-        env.pop("SAGEMAKER_BASE_DIR", None)
+        env = super().environment()
         name = self.request["TrainingJobName"]
         env.update(TRAINING_JOB_NAME=name, TRAINING_JOB_ARN=responses.job_arn(name))
         env["PATH"] = os.pathsep.join([str(self.bin_dir), env.get("PATH", "")])

@@ -8,8 +8,10 @@ platform's duties around the toolkit (`platform_host`) and exits with the toolki
 
 The toolkit runs in `$DDPJOB_DLC_PYTHON` (a Python that mirrors the DLC: torch and the two
 toolkits), default this Python; ddpjob need not be installed there: the code archive carries
-`ddpjob_runtime`. Hosts are named by loopback addresses; the toolkit's torchrun rendezvous is on
-the first one at its fixed port 7777, so one such job runs at a time on a machine.
+`ddpjob_runtime`. In its own namespace (`sandbox`) a host is `algo-N` with its `/opt/ml`, as on
+SageMaker; elsewhere hosts are named by loopback addresses and the toolkit finds its root through
+`SAGEMAKER_BASE_DIR`. The toolkit's torchrun rendezvous is on the first host at its fixed port
+7777, so one such job runs at a time on a machine.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ddpjob import image_uris
-from ddpjob.local import hostpython, platform_duties, platform_host
+from ddpjob.local import hostpython, platform_host
 from ddpjob.local.hostpython import image_python
 
 MODULE = "ddpjob.local.dlc_host"
@@ -100,22 +102,16 @@ class DlcHost(platform_host.PlatformHost):
 
     program = "SageMaker's PyTorch toolkit"
 
-    def config_files(self) -> dict[str, Any]:
-        """SageMaker's config files, hosts named by loopback addresses (what the toolkit
-        resolves and its torchrun connects to)."""
-        return platform_duties.config_files(self.request, self.host, self.job_dir,
-                                            by_address=True)
-
     def command(self) -> list[str]:
         """The toolkit's `train`, in the Python that mirrors the DLC."""
         return [image_python(), "-c", "from sagemaker_training.cli.train import main; main()"]
 
     def environment(self) -> dict[str, str]:
-        """The container's environment for the toolkit: its module, the job root, torchrun on
-        PATH."""
-        env = dict(os.environ)
+        """The container's environment for the toolkit: its module, torchrun on PATH (and the
+        job root, see `PlatformHost.environment`)."""
+        env = super().environment()
         python = Path(image_python())
-        env.update(SAGEMAKER_BASE_DIR=str(self.root), SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
+        env.update(SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
                    PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]))
         return env
 

@@ -2,14 +2,15 @@
 runs the image's own program (SageMaker's PyTorch toolkit, or a request's container command such
 as ModelTrainer's drivers), which does none of it.
 
-Before the program starts: the config files under `input/config` (for the toolkit with loopback
-addresses as host names, which it resolves and torchrun connects to), every channel staged into
-`input/data/<channel>`, and everything under `CheckpointConfig.S3Uri` brought down into the
-checkpoint folder. While it runs: new or changed files of the checkpoint folder uploaded to
-`S3Uri` (`ddpjob_runtime.folder_sync`, the runtime's own sync), and from the first host those of
-the TensorBoard folder to `TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of
-both and, from the first host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz`
-under `<S3OutputPath>/<job>/output/`.
+Before the program starts: the config files under `input/config` (host names `algo-N` where the
+host has its own namespace and `/etc/hosts`, else loopback addresses, which the toolkit resolves
+and torchrun connects to), every channel staged into `input/data/<channel>`, and everything
+under `CheckpointConfig.S3Uri` brought down into the checkpoint folder. While it runs: new or
+changed files of the checkpoint folder uploaded to `S3Uri` (`ddpjob_runtime.folder_sync`, the
+runtime's own sync), and from the first host those of the TensorBoard folder to
+`TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of both and, from the first
+host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz` under
+`<S3OutputPath>/<job>/output/`.
 """
 
 from __future__ import annotations
@@ -31,32 +32,19 @@ log = logging.getLogger(__name__)
 SUBMIT_DIR = "sagemaker_submit_directory"
 
 
-def host_address(index: int) -> str:
-    """The loopback address that names host `index` (0-based): 127.0.0.1, 127.0.0.2, …"""
-    if not 0 <= index < 254:
-        raise ValueError(f"at most 254 hosts on loopback, got host index {index}")
-    return f"127.0.0.{index + 1}"
-
-
-def address_of(request: dict[str, Any], host: str) -> str:
-    """The loopback address of `host` (`algo-N`) in the job of `request`."""
-    return host_address(hostroot.host_names(request).index(host))
-
-
-def config_files(request: dict[str, Any], host: str, job_dir: Path, *,
-                 by_address: bool = False) -> dict[str, Any]:
-    """`{file under input/config: content}` as SageMaker writes them for `host` (hosts named
-    `algo-N`, or by their loopback addresses with `by_address`: SageMaker's PyTorch toolkit
-    resolves and connects to them), with a file:// code URI made a path (the toolkit reads
-    paths)."""
+def config_files(request: dict[str, Any], host: str, job_dir: Path,
+                 own_namespace: bool) -> dict[str, Any]:
+    """`{file under input/config: content}` as SageMaker writes them for `host`, a file:// code
+    URI made a path (the toolkit reads paths). Host names are `algo-N` in the host's own
+    namespace (its `/etc/hosts` resolves them), else their loopback addresses."""
     files = hostroot.config_files(request, host, 0, job_dir)
     del files["platform.json"]  # ddpjob's own runtime is not there
-    if by_address:
-        addresses = [host_address(i) for i in range(len(hostroot.host_names(request)))]
+    if not own_namespace:
+        addresses = hostroot.loopback_addresses(request)
         resources = files["resourceconfig.json"]
-        resources["current_host"] = address_of(request, host)
-        resources["hosts"] = addresses
-        resources["instance_groups"][0]["hosts"] = addresses
+        resources["current_host"] = addresses[host]
+        resources["hosts"] = list(addresses.values())
+        resources["instance_groups"][0]["hosts"] = list(addresses.values())
     hyperparameters = dict(files["hyperparameters.json"])
     if SUBMIT_DIR in hyperparameters:
         uri = json.loads(hyperparameters[SUBMIT_DIR])

@@ -18,11 +18,10 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-from ddpjob_runtime import failure, phases
+from ddpjob_runtime import contract, failure, phases
 
-from ddpjob.local import hostroot, platform_duties
+from ddpjob.local import hostroot, platform_duties, sandbox
 from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.platform_host")
@@ -53,6 +52,7 @@ class PlatformHost:
         self.request = JobStore(job_dir.parent.parent).request(job_dir.name)
         self.host, self.job_dir = host, job_dir
         self.root = job_dir / "hosts" / host
+        self.own_namespace = sandbox.inside(self.root)  # /opt/ml is the root (`sandbox`)
         self.status_file = hostroot.status_file(job_dir, host)
         self.sync = platform_duties.checkpoint_sync(self.request, self.root)
         self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
@@ -60,17 +60,18 @@ class PlatformHost:
 
     # --- what a subclass says ------------------------------------------------------------
 
-    def config_files(self) -> dict[str, Any]:
-        """`{file under input/config: content}` for this host."""
-        raise NotImplementedError
-
     def command(self) -> list[str]:
         """The program the image runs on this host."""
         raise NotImplementedError
 
     def environment(self) -> dict[str, str]:
-        """The program's environment."""
-        raise NotImplementedError
+        """The program's environment: this host's, with the job root `/opt/ml` itself in the
+        host's own namespace, else named by `SAGEMAKER_BASE_DIR`."""
+        env = dict(os.environ)
+        env.pop(contract.ENV_ROOT, None)
+        if not self.own_namespace:
+            env[contract.ENV_ROOT] = str(self.root)
+        return env
 
     def workdir(self) -> Path:
         """The program's working folder."""
@@ -81,7 +82,8 @@ class PlatformHost:
     def prepare(self) -> None:
         """Everything SageMaker does before the program starts."""
         phases.write_phase(self.status_file, "Downloading")
-        platform_duties.write_config(self.root, self.config_files())
+        platform_duties.write_config(self.root, platform_duties.config_files(
+            self.request, self.host, self.job_dir, self.own_namespace))
         for folder in ("code", "model", "output/data"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         platform_duties.stage_channels(self.request, self.root)
@@ -96,7 +98,8 @@ class PlatformHost:
     def _run_program(self) -> int:
         phases.write_phase(self.status_file, "Training")
         command = self.command()
-        log.info("host %s: %s", self.host, " ".join(command))
+        log.info("host %s%s: %s", self.host, "" if self.own_namespace else
+                 f" ({hostroot.loopback_addresses(self.request)[self.host]})", " ".join(command))
         self.proc = subprocess.Popen(command, cwd=self.workdir(), env=self.environment(),
                                      start_new_session=True)
         with self.sync.running(), self.tensorboard.running():
