@@ -50,7 +50,8 @@ def main() -> None:
                                 instance_type="ml.m5.xlarge", image_scope="training")
     trainer = ModelTrainer(
         training_image=image, role=ROLE, base_job_name=config.get("base_job_name", "mt"),
-        source_code=SourceCode(source_dir=config["source_dir"], entry_script="train.py"),
+        source_code=SourceCode(source_dir=config["source_dir"], entry_script="train.py",
+                               requirements=config.get("requirements")),
         compute=Compute(instance_type="ml.m5.xlarge", instance_count=config["instance_count"]),
         distributed=Torchrun(process_count_per_node=config["processes"]),
         hyperparameters=config.get("hyperparameters") or {},

@@ -86,7 +86,7 @@ def request_problem(request: dict[str, Any]) -> str | None:
 class ContainerHost(platform_host.PlatformHost):
     """One local host of a container-command job: the command, the platform's duties around."""
 
-    program = "the container command (ModelTrainer's drivers: SM_MASTER_PORT)"
+    program = "the container command"
 
     def __init__(self, job_dir: Path, host: str):
         super().__init__(job_dir, host)

@@ -103,7 +103,19 @@ class PlatformHost:
         self.proc = subprocess.Popen(command, cwd=self.workdir(), env=self.environment(),
                                      start_new_session=True)
         with self.sync.running(), self.tensorboard.running():
-            return self.proc.wait()
+            code = self.proc.wait()
+        if code != 0:
+            self._name_host_in_failure(code)
+        return code
+
+    def _name_host_in_failure(self, code: int) -> None:
+        """Begin the failure the program wrote (or not) with the host, its exit code and the
+        text's last line (e.g. the exception), the job's FailureReason's headline."""
+        path = self.root / "output" / failure.FAILURE_FILE
+        text = path.read_text(errors="replace") if path.exists() else ""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        headline = f"{self.host}: {self.program} exited with code {code}"
+        path.write_text(f"{headline}: {lines[-1]}\n{text}" if lines else headline)
 
     def stop(self, signum: int, _frame: object) -> None:
         """SIGTERM from the supervisor: pass it to the program's whole process group."""
