@@ -144,7 +144,7 @@ class Hosts:
 
     def log_file(self, host: str) -> Path:
         """Where everything `host` prints goes."""
-        return self.job_dir / "logs" / f"{host}.log"
+        return hostroot.log_file(self.job_dir, host)
 
     def phases(self) -> dict[str, str]:
         """host -> the phase its runtime last wrote ("Starting" until it wrote one)."""
