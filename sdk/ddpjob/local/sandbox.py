@@ -165,15 +165,18 @@ def _enter_namespace() -> None:
     """A new mount namespace (in a new user namespace unless we may mount here), private."""
     if _has_sys_admin():
         _call(_libc.unshare(_CLONE_NEWNS), "unshare a mount namespace")
-    else:
-        uid, gid = os.getuid(), os.getgid()
-        _call(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS),
-              "unshare a user and mount namespace (unprivileged user namespaces)")
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        return
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        _call(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
         for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
                            ("gid_map", f"{gid} {gid} 1")):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    except (SandboxError, OSError) as exc:  # e.g. a kernel, AppArmor or seccomp forbids them
+        raise SandboxError(f"unprivileged user namespaces are not usable here ({exc})") from None
 
 
 def _bind(source: str, target: str, read_only: bool) -> None:
@@ -288,7 +291,7 @@ def _fail(root: str | None, message: str) -> None:
     """One line on stderr (the host's log) and in the host's `output/failure`; exit 125."""
     line = f"{os.path.basename(root or '') or 'host'}: {message}"
     print(f"ddpjob.local.sandbox: {line}", file=sys.stderr, flush=True)
-    if root:
+    if root and os.path.isdir(root):
         with contextlib.suppress(OSError):
             os.makedirs(os.path.join(root, "output"), exist_ok=True)
             with open(os.path.join(root, "output", "failure"), "w") as f:
