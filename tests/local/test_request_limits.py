@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 from ddpjob.local import model_limits, sandbox, validation
 from ddpjob.local.session import LocalSession
 from ddpjob.request import service_model
@@ -194,3 +194,13 @@ def test_a_container_command_needs_no_sagemaker_program(session: LocalSession) -
     assert session.submit_dryrun(request)["AlgorithmSpecification"]["ContainerEntrypoint"] == \
         ENTRYPOINT
     assert not session.home.exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize("entrypoint", [[1], "/bin/bash", [None], []])
+def test_an_entrypoint_that_is_no_list_of_strings_is_botocores_error(
+    session: LocalSession, entrypoint: Any
+) -> None:
+    request = _request(session, **{"AlgorithmSpecification.ContainerEntrypoint": entrypoint})
+    with pytest.raises(ParamValidationError, match=r"AlgorithmSpecification\.ContainerEntrypoint"):
+        session.sagemaker_client.create_training_job(**request)
+    assert not session.job_dir("limits").exists()
