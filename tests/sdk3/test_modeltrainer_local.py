@@ -66,10 +66,12 @@ def _source(tmp_path: Path) -> Path:
     return source
 
 
-def modeltrainer_request(sdk3_python: Path, bucket: str, source: Path,
-                         **hyperparameters: Any) -> dict[str, Any]:
-    """The CreateTrainingJob request a ModelTrainer (2 hosts x 2 torchrun processes) sends."""
-    config = {"bucket": bucket, "source_dir": str(source), "instance_count": 2, "processes": 2,
+def modeltrainer_request(sdk3_python: Path, bucket: str, source: Path, hosts: int = 2,
+                         processes: int | None = 2, **hyperparameters: Any) -> dict[str, Any]:
+    """The CreateTrainingJob request a ModelTrainer (by default 2 hosts x 2 torchrun
+    processes; `processes=None`: no `distributed`) sends."""
+    config = {"bucket": bucket, "source_dir": str(source), "instance_count": hosts,
+              "processes": processes,
               "requirements": "requirements.txt", "hyperparameters": hyperparameters,
               "checkpoint_uri": f"s3://{bucket}/ckpt/run-1", "data_uri": f"s3://{bucket}/data"}
     done = subprocess.run([str(sdk3_python), str(CAPTURE), json.dumps(config)],
@@ -159,6 +161,19 @@ def test_a_modeltrainer_request_runs_through_its_drivers_on_two_local_hosts(
         assert re.search(r"rank 0/4 host algo-1 step 5 ", logs), logs
         assert_no_processes(session.home)
     assert _opt_ml() == machine_opt_ml
+
+
+def test_without_distributed_the_basic_script_driver_runs_the_script(
+    sdk3_python: Path, data: str, tmp_path: Path
+) -> None:
+    sent = modeltrainer_request(sdk3_python, data, _source(tmp_path), hosts=1, processes=None,
+                                steps=2)
+    with local_session_at(tmp_path / "home") as session:
+        job, logs = run_job(session, _renamed(sent, "mt-basic", "local"))
+        assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"), logs[-4000:])
+        assert "Running Basic Script driver" in logs
+        assert re.search(r"\[algo-1\] .*rank 0/1 host algo-1 step 1 ", logs), logs
+        assert_no_processes(session.home)
 
 
 def test_a_failing_script_fails_the_job_with_the_drivers_reason(
