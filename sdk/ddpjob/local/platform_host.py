@@ -53,7 +53,7 @@ def _signal_name(number: int) -> str:
 class PlatformHost:
     """One local host of a job whose program is the image's own, from config files to uploads."""
 
-    #: What the program is, for the error when the fixed port is taken.
+    #: What the program is, in the host's failure and the error when the fixed port is taken.
     program = "the training image's program"
 
     def __init__(self, job_dir: Path, host: str):
@@ -65,6 +65,7 @@ class PlatformHost:
         self.sync = platform_duties.checkpoint_sync(self.request, self.root)
         self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
         self.proc: subprocess.Popen | None = None
+        self.log_start = 0  # the size of the host's log when the program started
 
     # --- what a subclass says ------------------------------------------------------------
 
@@ -108,6 +109,8 @@ class PlatformHost:
         command = self.command()
         log.info("host %s%s: %s", self.host, "" if self.own_namespace else
                  f" ({hostroot.loopback_addresses(self.request)[self.host]})", " ".join(command))
+        with contextlib.suppress(OSError):
+            self.log_start = hostroot.log_file(self.job_dir, self.host).stat().st_size
         self.proc = subprocess.Popen(command, cwd=self.workdir(), env=self.environment(),
                                      start_new_session=True)
         with self.sync.running(), self.tensorboard.running():
@@ -131,10 +134,11 @@ class PlatformHost:
                               failure.reason(self.host, rank, code, exception, text))
 
     def _log_tail(self) -> str:
-        """The end of what this host printed (its log, written by the supervisor)."""
+        """The end of what the program printed (the host's log, written by the supervisor;
+        nothing of an earlier attempt of the job)."""
         try:
             with open(hostroot.log_file(self.job_dir, self.host), "rb") as log:
-                log.seek(max(0, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                log.seek(max(self.log_start, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
                 return log.read().decode(errors="replace")
         except OSError:
             return ""
