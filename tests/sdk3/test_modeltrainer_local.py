@@ -198,7 +198,13 @@ def test_a_stop_ends_every_process_and_port_7777_serves_one_job(
     with local_session_at(tmp_path / "home") as session:
         client = session.sagemaker_client
         client.create_training_job(**_renamed(sent, "mt-long", "local"))
-        wait_for(lambda: "step 1 " in _logs(session, "mt-long"), TIMEOUT_S, "training")
+
+        def training() -> bool:
+            job = client.describe_training_job(TrainingJobName="mt-long")
+            assert job["TrainingJobStatus"] == "InProgress", job.get("FailureReason")
+            return "step 1 " in _logs(session, "mt-long")
+
+        wait_for(training, TIMEOUT_S, "training")
         job, _ = run_job(session, _renamed(sent, "mt-other", "local"))
         assert job["TrainingJobStatus"] == "Failed"
         assert "port 7777" in job["FailureReason"] and "one such job runs at a time" in \
