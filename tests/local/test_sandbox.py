@@ -129,13 +129,13 @@ def test_the_switch_turns_namespaces_off(monkeypatch: pytest.MonkeyPatch) -> Non
         assert sandbox.available() == f"{sandbox.SWITCH_ENV}={value} turns them off"
 
 
-def test_the_hosts_file_keeps_the_machine_lines_and_adds_the_hosts(tmp_path: Path) -> None:
+def test_the_hosts_file_keeps_the_machine_lines_but_the_job_hosts(tmp_path: Path) -> None:
     machine = tmp_path / "hosts"
-    machine.write_text("127.0.0.1 localhost\n10.0.0.5 this-machine\n")
+    machine.write_text("127.0.0.1 localhost\n10.0.0.5 this-machine\n10.0.0.7 algo-2 other\n")
     text = sandbox.hosts_file_text({"algo-1": "127.0.0.1", "algo-2": "127.0.0.2"}, machine)
     assert text.splitlines() == ["127.0.0.1 localhost", "10.0.0.5 this-machine",
                                  "# the hosts of this ddpjob job", "127.0.0.1 algo-1",
-                                 "127.0.0.2 algo-2"]
+                                 "127.0.0.2 algo-2"]  # a machine's own algo-2 would win
 
 
 def test_outside_a_namespace_no_root_is_opt_ml(tmp_path: Path) -> None:
