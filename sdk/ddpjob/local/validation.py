@@ -12,6 +12,7 @@ from typing import Any
 from ddpjob_runtime import contract
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
+from ddpjob import image_uris
 from ddpjob.local import dlc_host, metrics
 from ddpjob.request import service_model
 
@@ -95,11 +96,13 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
     kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
     if problem := dlc_host.request_problem(request) or metrics.check(request):
         raise client_error(op, problem)
-    if kind not in LOCAL_INSTANCE_TYPES and not dlc_host.is_dlc_request(request):
+    cpu = str(kind).startswith("ml.") and image_uris.processor(kind) == "cpu"
+    if kind not in LOCAL_INSTANCE_TYPES and not cpu and not dlc_host.is_dlc_request(request):
         raise client_error(
             op,
-            f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' (CPU, "
-            f"gloo) or 'local_gpu' (NCCL), or a SageMaker Session for {kind!r}",
+            f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' or a "
+            f"CPU type such as 'ml.m5.xlarge' (CPU, gloo), 'local_gpu' (NCCL, this machine's "
+            f"GPUs), or a SageMaker Session for {kind!r}",
         )
     if count < 1:
         raise client_error(op, f"ResourceConfig.InstanceCount must be at least 1, got {count}")
