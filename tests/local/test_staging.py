@@ -17,7 +17,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from ddpjob.local import staging
+from ddpjob.local import sandbox, staging
 from ddpjob.local.datacache import DataCache
 from ddpjob.local.session import LocalSession
 from ddpjob_runtime import storage
@@ -68,9 +68,16 @@ def _staged_line(session: LocalSession, job: str) -> tuple[int, str]:
 
 
 @pytest.mark.slow
-def test_hosts_share_one_read_only_copy(session: LocalSession, tmp_path: Path) -> None:
-    """Three hosts see the same files, as hard links of one copy; the last host cannot write
-    into a staged file, and replacing its own link changes only its own view."""
+@pytest.mark.parametrize("namespaces", ["on", "off"])
+def test_hosts_share_one_read_only_copy(session: LocalSession, tmp_path: Path, namespaces: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three hosts see the same files, as one copy on disk; the last host cannot write into a
+    staged file. In its own namespace the channel is a read-only mount (nothing in it can be
+    replaced); without, replacing its own link changes only its own view."""
+    if namespaces == "on" and sandbox.available():
+        pytest.skip(f"no host namespaces here: {sandbox.available()}")
+    if namespaces == "off":
+        monkeypatch.setenv(sandbox.SWITCH_ENV, "0")
     data = tmp_path / "data"
     for rel, content in FILES.items():
         (data / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -85,10 +92,15 @@ def test_hosts_share_one_read_only_copy(session: LocalSession, tmp_path: Path) -
         assert {rel: sha for rel, (sha, _) in before[host].items()} == expected, host
     for rel in FILES:  # one inode per file for every host: one copy on disk
         assert len({before[h][rel][1] for h in hosts}) == 1, rel
-    assert _host_file(session, "probe-3", "algo-3", "write.txt").startswith("PermissionError")
+    attempts = json.loads(_host_file(session, "probe-3", "algo-3", "attempts.json"))
     for host in ("algo-1", "algo-2"):
         assert after[host] == before[host], host
-    assert after["algo-3"]["a.txt"][0] == _sha(b"this host's own a.txt")
+    if namespaces == "on":
+        assert attempts == {"write": "OSError EROFS", "replace": "OSError EROFS"}
+        assert after["algo-3"] == before["algo-3"]
+    else:
+        assert attempts == {"write": "PermissionError EACCES", "replace": "done"}
+        assert after["algo-3"]["a.txt"][0] == _sha(b"this host's own a.txt")
     assert _staged_line(session, "probe-3") == (3, "copied")
     # The job's staged copies are gone once it ended; its outputs stay.
     assert not (session.job_dir("probe-3") / "channels").exists()

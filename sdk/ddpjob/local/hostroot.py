@@ -21,6 +21,15 @@ def host_names(request: dict[str, Any]) -> list[str]:
     return [f"algo-{i + 1}" for i in range(request["ResourceConfig"].get("InstanceCount", 1))]
 
 
+def loopback_addresses(request: dict[str, Any]) -> dict[str, str]:
+    """`{algo-N: 127.0.0.N}`: one loopback address per host, for names that must resolve (a
+    host's own `/etc/hosts`, or SageMaker's container toolkit given addresses as names)."""
+    hosts = host_names(request)
+    if len(hosts) > 254:
+        raise ValueError(f"at most 254 hosts on loopback, got {len(hosts)}")
+    return {host: f"127.0.0.{i + 1}" for i, host in enumerate(hosts)}
+
+
 def status_file(job_dir: Path, host: str) -> Path:
     """Where host `host`'s runtime writes its phase."""
     return job_dir / "hosts" / f"{host}.status"
@@ -33,10 +42,12 @@ def _write(path: Path, data: Any) -> None:
 
 def config_files(
     request: dict[str, Any], host: str, master_port: int, job_dir: Path,
-    staged: dict[str, Any] | None = None,
+    staged: dict[str, Any] | None = None, own_namespace: bool = False,
 ) -> dict[str, Any]:
     """`{file name under input/config: content}` for `host`; `staged` is what the platform
-    staged for the whole job (added to platform.json; its `channels` replace the URIs)."""
+    staged for the whole job (added to platform.json; its `channels` replace the URIs: a
+    channel it leaves out is in place already). A host in its `own_namespace` resolves the
+    host names itself (its `/etc/hosts`), as on SageMaker; others get their addresses."""
     hosts = host_names(request)
     kind = request["ResourceConfig"]["InstanceType"]
     channels = request.get("InputDataConfig") or []
@@ -65,15 +76,15 @@ def config_files(
         },
         contract.PLATFORM_FILE: {
             "job_name": request["TrainingJobName"],
-            "host_addresses": {h: LOOPBACK for h in hosts},
             "master_port": master_port,
-            "channels": {
-                c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels
-            } | (staged or {}).get("channels", {}),
+            "channels": (staged or {}).get("channels", {
+                c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels}),
             "output_path": request["OutputDataConfig"]["S3OutputPath"],
             "status_file": str(status_file(job_dir, host)),
         },
     }
+    if not own_namespace:
+        files[contract.PLATFORM_FILE]["host_addresses"] = {h: LOOPBACK for h in hosts}
     checkpoint = request.get("CheckpointConfig")
     if checkpoint:
         files[contract.CHECKPOINT_CONFIG_FILE] = {
@@ -91,10 +102,11 @@ def config_files(
 
 def prepare(
     request: dict[str, Any], host: str, master_port: int, job_dir: Path,
-    staged: dict[str, Any] | None = None,
+    staged: dict[str, Any] | None = None, own_namespace: bool = False,
 ) -> Path:
     """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
     root = job_dir / "hosts" / host
-    for name, content in config_files(request, host, master_port, job_dir, staged).items():
+    for name, content in config_files(request, host, master_port, job_dir, staged,
+                                      own_namespace).items():
         _write(root / contract.CONFIG_DIR / name, content)
     return root

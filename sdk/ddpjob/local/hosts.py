@@ -1,4 +1,6 @@
-"""Start, watch and end the simulated hosts of one local job: one `ddpjob-train` each."""
+"""Start, watch and end the simulated hosts of one local job: one `ddpjob-train` each (or the
+command of the request's container), each in its own mount namespace where Linux allows it
+(`sandbox`): there `/opt/ml` is the host's folder and the staged channels are read-only mounts."""
 
 from __future__ import annotations
 
@@ -15,14 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import processes
+from ddpjob_runtime import contract, processes
 
-from ddpjob.local import dlc_host, failure_cause, gpus, hostroot, proctree
+from ddpjob.local import failure_cause, gpus, hostkind, hostroot, proctree, sandbox, staging
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
 # The runtime gives its workers 5 s after a SIGTERM; then we SIGKILL whatever is left.
 STOP_GRACE_S = 10.0
+HOSTS_FILE = "etc-hosts"  # under the job folder: every host's /etc/hosts
 
 
 def free_port() -> int:
@@ -63,14 +66,54 @@ class Hosts:
         self.kill_at: float | None = None
         self.signalled_at: float | None = None  # when `terminate` first signalled the hosts
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
+        self.isolation: str | None = None  # why hosts have no namespace of their own
+        self.checked = False  # whether `isolation` is known
 
     def _env(self, root: Path, gpu_ids: list[str]) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.request.get("Environment") or {})
-        env["SAGEMAKER_BASE_DIR"] = str(root)
+        env.pop(contract.ENV_ROOT, None)  # in its own namespace the root is /opt/ml itself
+        if self.isolation is not None:  # the fallback: the root is a folder the runtime is told
+            env[contract.ENV_ROOT] = str(root)
         env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)  # "" for `local`: CPU and gloo
         return env
+
+    def _check_isolation(self) -> None:
+        """Whether the hosts get their own namespace; when not, say once per job what differs
+        (in the supervisor's log and the first host's, where fit() shows it)."""
+        if self.checked:
+            return
+        self.isolation, self.checked = sandbox.available(), True
+        if self.isolation is None:
+            return
+        message = (f"hosts have no namespace of their own ({self.isolation}): each host's "
+                   f"/opt/ml is {self.job_dir / 'hosts'}/<host> through {contract.ENV_ROOT}, so "
+                   f"a script that hard-codes /opt/ml misses it; staged channels are read-only "
+                   f"files, not read-only mounts; the names algo-N do not resolve")
+        log.warning("%s", message)
+        with open(self.log_file(self.names[0]), "a") as out:
+            out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ddpjob.local.hosts WARNING "
+                      f"{message}\n")
+
+    def _isolated(self, command: list[str], root: Path,
+                  staged: dict[str, Any] | None) -> list[str]:
+        """`command` run in the host's own namespace: `/opt/ml` is `root`, every staged channel
+        a read-only mount at `input/data/<channel>` (`staged` names them), the job folders and
+        the object cache read-only but for this job's `hosts/`."""
+        views = {}
+        for name, spec in ((staged or {}).get("channels") or {}).items():
+            target = root / contract.DATA_DIR / name
+            target.mkdir(parents=True, exist_ok=True)
+            views[target] = Path(spec["staged"])
+        home = self.job_dir.parent.parent
+        cache = staging.cache_of(home).root
+        cache.mkdir(mode=0o700, exist_ok=True)  # a cache made later is read-only here too
+        hosts_file = self.job_dir / HOSTS_FILE
+        hosts_file.write_text(sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
+        return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
+                            writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
+                            views=views)
 
     def start(self, staged: dict[str, dict[str, Any]] | None = None) -> dict[str, int]:
         """Render each host's root (with what `staging` staged for it) and start its runtime;
@@ -81,10 +124,15 @@ class Hosts:
         else:
             slices = [[] for _ in self.names]
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
+        self._check_isolation()
+        own = self.isolation is None
         for host, gpu_ids in zip(self.names, slices, strict=True):
-            root = hostroot.prepare(self.request, host, port, self.job_dir,
-                                    (staged or {}).get(host))
-            host_command = dlc_host.host_command(self.request, self.job_dir, host) or command
+            host_staged = (staged or {}).get(host)
+            mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged
+            root = hostroot.prepare(self.request, host, port, self.job_dir, mounted, own)
+            host_command = hostkind.host_command(self.request, self.job_dir, host) or command
+            if own:
+                host_command = self._isolated(host_command, root, host_staged)
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(
                     host_command, cwd=root, env=self._env(root, gpu_ids),

@@ -1,14 +1,16 @@
 """What SageMaker itself does around a training container, done on this machine for a host that
-runs SageMaker's own PyTorch container (its toolkit does none of it).
+runs the image's own program (SageMaker's PyTorch toolkit, or a request's container command such
+as ModelTrainer's drivers), which does none of it.
 
-Before the toolkit starts: the config files under `input/config` (with loopback addresses as host
-names, which the toolkit resolves and torchrun connects to), every channel staged into
-`input/data/<channel>`, and everything under `CheckpointConfig.S3Uri` brought down into the
-checkpoint folder. While it runs: new or changed files of the checkpoint folder uploaded to
-`S3Uri` (`ddpjob_runtime.folder_sync`, the runtime's own sync), and from the first host those of
-the TensorBoard folder to `TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of
-both and, from the first host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz`
-under `<S3OutputPath>/<job>/output/`.
+Before the program starts: the config files under `input/config` (host names `algo-N` where the
+host has its own namespace and `/etc/hosts`, else loopback addresses, which the toolkit resolves
+and torchrun connects to), every channel staged into `input/data/<channel>`, and everything
+under `CheckpointConfig.S3Uri` brought down into the checkpoint folder. While it runs: new or
+changed files of the checkpoint folder uploaded to `S3Uri` (`ddpjob_runtime.folder_sync`, the
+runtime's own sync), and from the first host those of the TensorBoard folder to
+`TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of both and, from the first
+host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz` under
+`<S3OutputPath>/<job>/output/`.
 """
 
 from __future__ import annotations
@@ -30,28 +32,19 @@ log = logging.getLogger(__name__)
 SUBMIT_DIR = "sagemaker_submit_directory"
 
 
-def host_address(index: int) -> str:
-    """The loopback address that names host `index` (0-based): 127.0.0.1, 127.0.0.2, …"""
-    if not 0 <= index < 254:
-        raise ValueError(f"at most 254 hosts on loopback, got host index {index}")
-    return f"127.0.0.{index + 1}"
-
-
-def address_of(request: dict[str, Any], host: str) -> str:
-    """The loopback address of `host` (`algo-N`) in the job of `request`."""
-    return host_address(hostroot.host_names(request).index(host))
-
-
-def config_files(request: dict[str, Any], host: str, job_dir: Path) -> dict[str, Any]:
-    """`{file under input/config: content}` as SageMaker writes them for `host`, with loopback
-    addresses for host names and a file:// code URI made a path (the toolkit reads paths)."""
+def config_files(request: dict[str, Any], host: str, job_dir: Path,
+                 own_namespace: bool) -> dict[str, Any]:
+    """`{file under input/config: content}` as SageMaker writes them for `host`, a file:// code
+    URI made a path (the toolkit reads paths). Host names are `algo-N` in the host's own
+    namespace (its `/etc/hosts` resolves them), else their loopback addresses."""
     files = hostroot.config_files(request, host, 0, job_dir)
     del files["platform.json"]  # ddpjob's own runtime is not there
-    addresses = [host_address(i) for i in range(len(hostroot.host_names(request)))]
-    resources = files["resourceconfig.json"]
-    resources["current_host"] = address_of(request, host)
-    resources["hosts"] = addresses
-    resources["instance_groups"][0]["hosts"] = addresses
+    if not own_namespace:
+        addresses = hostroot.loopback_addresses(request)
+        resources = files["resourceconfig.json"]
+        resources["current_host"] = addresses[host]
+        resources["hosts"] = list(addresses.values())
+        resources["instance_groups"][0]["hosts"] = list(addresses.values())
     hyperparameters = dict(files["hyperparameters.json"])
     if SUBMIT_DIR in hyperparameters:
         uri = json.loads(hyperparameters[SUBMIT_DIR])
@@ -62,12 +55,12 @@ def config_files(request: dict[str, Any], host: str, job_dir: Path) -> dict[str,
     return files
 
 
-def write_config(request: dict[str, Any], host: str, root: Path, job_dir: Path) -> None:
-    """Write `host`'s config files under `root/input/config` (replacing what is there)."""
+def write_config(root: Path, files: dict[str, Any]) -> None:
+    """Write `files` (see `config_files`) under `root/input/config`, replacing what is there."""
     config = root / "input" / "config"
     config.mkdir(parents=True, exist_ok=True)
     (config / "platform.json").unlink(missing_ok=True)
-    for name, content in config_files(request, host, job_dir).items():
+    for name, content in files.items():
         (config / name).write_text(json.dumps(content, indent=1))
 
 
