@@ -52,6 +52,10 @@ def no_account(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    # As on a laptop, no instance metadata service: v2's Estimator makes a client from boto3's
+    # default session (its TensorBoardApp), whose credential lookup would otherwise ask for one
+    # (it sends no request with that client; our session never asks).
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     return _guard_http(monkeypatch, None)
 
 
@@ -230,16 +234,48 @@ def test_a_failure_and_a_stop_reach_the_sdk(
     ({"image_uri": None, "framework_version": "2.8.0", "py_version": "py312",
       "instance_type": "ml.g5.xlarge"}, "with the GPU image"),
     ({"input_mode": "Pipe"}, "input_mode 'Pipe' cannot run locally"),
+    ({"instance_count": None, "instance_type": None, "instance_groups": "two"},
+     "instance_groups cannot run locally"),
 ])
 def test_what_cannot_run_here_is_refused_in_one_line_before_anything_starts(
     sdk_offline: Any, no_account: list[str], local_session: LocalSession, source_dir: Path,
     change: dict[str, Any], expected: str,
 ) -> None:
+    from sagemaker.instance_group import InstanceGroup
+
     session = local_session.official_session()
+    if change.get("instance_groups") == "two":
+        change["instance_groups"] = [InstanceGroup("a", "ml.m5.xlarge", 1),
+                                     InstanceGroup("b", "ml.c5.xlarge", 1)]
     with pytest.raises((ClientError, UserInputError)) as error:
-        _estimator(session, source_dir, instance_count=2, **change).fit(wait=False)
+        _estimator(session, source_dir, **{"instance_count": 2, **change}).fit(wait=False)
     assert expected in str(error.value) and "\n" not in str(error.value)
     assert local_session.list() == []
+    assert no_account == []
+
+
+def test_without_an_image_a_cpu_type_runs_sagemakers_pytorch_container_toolkit_here(
+    sdk_offline: Any, no_account: list[str], local_session: LocalSession, source_dir: Path
+) -> None:
+    """No image_uri: the official SDK picks SageMaker's PyTorch DLC, whose own toolkit runs the
+    script on the local host; the code archive comes from the local bucket's folder."""
+    (source_dir / "dlc.py").write_text(
+        "import os\nprint('entry=' + os.environ['SM_USER_ENTRY_POINT'], flush=True)\n"
+        "open(os.path.join(os.environ['SM_MODEL_DIR'], 'ok.txt'), 'w').write('ok')\n")
+    session = local_session.official_session()
+    estimator = _estimator(session, source_dir, entry_point="dlc.py", image_uri=None,
+                           framework_version="2.5", py_version="py311", instance_count=1)
+    estimator.fit(wait=False)
+    name = estimator.latest_training_job.name
+    job = wait_until_ended(local_session, name)
+    assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+    assert "pytorch-training:2.5" in job["AlgorithmSpecification"]["TrainingImage"]
+    log = log_text(local_session, name, "algo-1")
+    assert "entry=dlc.py" in log and "sagemaker-training-toolkit" in log
+    archive = local_session.home / "buckets" / estimator.model_data.removeprefix("s3://")
+    with tarfile.open(archive) as tar:
+        assert tar.getnames() == ["ok.txt"]
+    assert_no_processes(local_session.home)
     assert no_account == []
 
 
