@@ -4,8 +4,9 @@
 Run in the SDK v3 venv (`sdk3_python`): `ModelTrainer(..., sagemaker_session=
 LocalSession(home).official_session()).train(input_data_config=[...], logs=True)`, the role left
 for the SDK to resolve. The SDK's own output (its log lines at INFO) goes to stdout; the last line
-is a JSON summary: the job's description, the HTTP requests botocore sent (each must be for the
-moto server at `endpoint`, or the script fails) and the telemetry the SDK tried to send.
+is a JSON summary: the job's description (empty when no job was created), the error `train()`
+raised, the HTTP requests botocore sent (each must be for the moto server at `endpoint`, or the
+script fails) and the telemetry the SDK tried to send.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def main() -> None:
     from sagemaker.core.telemetry import telemetry_logging
     from sagemaker.train import ModelTrainer
     from sagemaker.train.configs import CheckpointConfig, Compute, InputData, SourceCode
-    from sagemaker.train.distributed import Torchrun
+    from sagemaker.train.distributed import SMP, Torchrun
 
     telemetry: list[Any] = []
     telemetry_logging._send_telemetry_request = lambda *a, **k: telemetry.append(repr(a))
@@ -52,8 +53,10 @@ def main() -> None:
     trainer = ModelTrainer(
         training_image=image, base_job_name=config["base_job_name"],
         source_code=SourceCode(source_dir=config["source_dir"], entry_script="train.py"),
-        compute=Compute(instance_type="ml.m5.xlarge", instance_count=2),
-        distributed=Torchrun(process_count_per_node=2),
+        compute=Compute(instance_type=config.get("instance_type", "ml.m5.xlarge"),
+                        instance_count=2),
+        distributed=Torchrun(process_count_per_node=2,
+                             smp=SMP(**config["smp"]) if "smp" in config else None),
         hyperparameters=config["hyperparameters"],
         checkpoint_config=CheckpointConfig(s3_uri=config["checkpoint_uri"]),
         sagemaker_session=session,
@@ -66,8 +69,8 @@ def main() -> None:
         error = f"{type(exc).__name__}: {exc}"
     jobs = session.sagemaker_client.list_training_jobs(
         NameContains=config["base_job_name"], SortBy="CreationTime", SortOrder="Descending")
-    name = jobs["TrainingJobSummaries"][0]["TrainingJobName"]
-    job = session.sagemaker_client.describe_training_job(TrainingJobName=name)
+    names = [summary["TrainingJobName"] for summary in jobs["TrainingJobSummaries"]]
+    job = names and session.sagemaker_client.describe_training_job(TrainingJobName=names[0])
     print(json.dumps({"job": job, "error": error, "sent": sent, "telemetry": telemetry,
                       "role": trainer.role}, default=str))
 

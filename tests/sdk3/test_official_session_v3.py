@@ -52,11 +52,14 @@ def data(s3_bucket: str) -> str:
 
 
 def train(sdk3_python: Path, endpoint: str, home: Path, source: Path, bucket: str,
+          trainer: dict[str, Any] | None = None,
           **hyperparameters: Any) -> tuple[dict[str, Any], str]:
-    """Run ModelTrainer.train(logs=True) in the v3 venv: (its summary, what it printed)."""
+    """Run ModelTrainer.train(logs=True) in the v3 venv: (its summary, what it printed).
+    `trainer` changes the trainer (`instance_type`, `smp`)."""
     config = {"home": str(home), "endpoint": endpoint, "source_dir": str(source),
               "base_job_name": "mt-official", "hyperparameters": hyperparameters,
-              "data_uri": f"s3://{bucket}/data", "checkpoint_uri": f"s3://{bucket}/ckpt/run-1"}
+              "data_uri": f"s3://{bucket}/data", "checkpoint_uri": f"s3://{bucket}/ckpt/run-1",
+              **(trainer or {})}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "sdk"), str(REPO / "runtime")])}
     done = subprocess.run([str(sdk3_python), str(TRAINER), json.dumps(config)], env=env,
                           capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
@@ -130,6 +133,21 @@ def test_a_failing_modeltrainer_job_reports_the_failure_reason(
         assert any("ValueError: rank 3 found a bad value" in line
                    for _, line in _by_stream(printed)), printed[-4000:]
         assert_no_processes(local.home)
+
+
+@pytest.mark.parametrize(("trainer", "expected"), [
+    ({"instance_type": "ml.g5.xlarge"}, "local hosts run a container command on CPU instance "
+                                        "types"),
+    ({"smp": {"hybrid_shard_degree": 2}}, "smdistributed.modelparallel needs SageMaker's"),
+])
+def test_what_cannot_run_here_is_refused_in_one_line_and_no_job_starts(
+    sdk3_python: Path, aws_env: str, data: str, source: Path, tmp_path: Path,
+    trainer: dict[str, Any], expected: str,
+) -> None:
+    with local_session_at(tmp_path / "home") as local:
+        summary, _ = train(sdk3_python, aws_env, local.home, source, data, trainer)
+        assert expected in summary["error"] and "\n" not in summary["error"], summary["error"]
+        assert not summary["job"] and local.list() == []
 
 
 def test_the_v3_session_is_the_sdks_own_and_answers_without_an_account(
