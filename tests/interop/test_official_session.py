@@ -296,3 +296,20 @@ def test_objects_of_the_local_bucket_folder_are_what_s3_answers(
         body[:2])
     with pytest.raises(ClientError, match="NoSuchKey"):
         s3.get_object(Bucket=BUCKET, Key="x/none")
+    s3.put_object(Bucket=BUCKET, Key="x/sub/b.txt", Body=b"bb")
+    assert s3.head_object(Bucket=BUCKET, Key="x/sub/b.txt")["ContentLength"] == 2
+    first = s3.list_objects_v2(Bucket=BUCKET, Prefix="x/", MaxKeys=1)
+    rest = s3.list_objects_v2(Bucket=BUCKET, Prefix="x/", ContinuationToken=first[
+        "NextContinuationToken"])
+    assert [o["Key"] for o in first["Contents"] + rest["Contents"]] == ["x/m.tar.gz",
+                                                                       "x/sub/b.txt"]
+    folders = s3.list_objects_v2(Bucket=BUCKET, Prefix="x/", Delimiter="/")
+    assert [p["Prefix"] for p in folders["CommonPrefixes"]] == ["x/sub/"]
+    s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": "x/sub/b.txt"}]})
+    with pytest.raises(ClientError, match="404"):
+        s3.head_object(Bucket=BUCKET, Key="x/sub/b.txt")
+    with pytest.raises(ClientError, match="object key '../escape' refused"):
+        s3.put_object(Bucket=BUCKET, Key="../escape", Body=b"x")
+    with pytest.raises(ClientError, match="PutBucketPolicy is not answered on this machine"):
+        s3.put_bucket_policy(Bucket=BUCKET, Policy="{}")
+    assert no_account == []

@@ -33,16 +33,15 @@ from ddpjob import official_sdk
 from ddpjob.errors import UserInputError
 from ddpjob.local.bucket_api import Answer, LocalBucket, error
 from ddpjob.local.log_streams import JobLogStreams
+from ddpjob.local.session import LOCAL_ROLE, LocalSession
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3
 
-    from ddpjob.local.session import LocalSession
-
 log = logging.getLogger(__name__)
 
-ACCOUNT = "000000000000"
-ROLE_NAME = "ddpjob-local"
+ACCOUNT = LOCAL_ROLE.split(":")[4]  # the local account, whose role is LocalSession's
+ROLE_NAME = LOCAL_ROLE.rsplit("/", 1)[1]
 DEFAULT_REGION = "us-east-1"
 NEEDED_FOR = "LocalSession().official_session()"
 #: The official SDK's defaults config: telemetry off, and no config file or S3 location read.
@@ -54,6 +53,7 @@ _PARAMS = "ddpjob_api_params"  # where the request's API parameters wait for `be
 #: What the local backend's boto3-shaped client answers as it is.
 _CLIENT_CALLS = {("sagemaker", op) for op in ("DescribeTrainingJob", "StopTrainingJob",
                                                "ListTrainingJobs")}
+
 
 def _ok(parsed: dict[str, Any]) -> Answer:
     return 200, parsed
