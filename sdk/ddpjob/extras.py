@@ -8,6 +8,7 @@ from ddpjob.errors import UserInputError
 
 #: pip extra -> what it installs, for the error message.
 LOCAL_EXTRA = "ddpjob[local]"
+SAGEMAKER_EXTRA = "ddpjob[sagemaker]"
 
 
 def require(module: str, extra: str, purpose: str) -> None:

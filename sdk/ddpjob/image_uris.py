@@ -1,21 +1,25 @@
 """SageMaker's own training containers (Deep Learning Containers), as the official SDK picks them.
 
 A job on `ml.*` with no `image_uri` runs on SageMaker's PyTorch training DLC (or the Hugging Face
-one, for `ddpjob.HuggingFace`). The URI comes from the official SDK's registry data through
-`sagemaker.image_uris.get_training_image_uri`, the function its estimators call; the SDK is
-imported here, lazily, and only on this path, so `import ddpjob` stays fast.
+one, for `ddpjob.HuggingFace`). Which images exist is the official SDK's registry data
+(`image_uri_config/<framework>.json` of v2 or v3, see `official_sdk`), read from the installed
+package's files without importing it: the import alone takes seconds. `training_image_uri` builds
+the URI from that data by the rule of the SDK's `get_training_image_uri` for cpu and gpu instance
+types; the few cases outside that rule (`_needs_sdk`) ask the SDK's own function. A test compares
+both for every version, Python version, processor and several regions of the installed registry.
 
-Before asking the SDK, the framework version, Python version, processor (cpu/gpu, from the
-instance type) and region are checked against the same data, so a miss is one line that lists
-what is available rather than the SDK's multi-line message.
+Versions, processor (cpu/gpu, from the instance type) and region are checked against the same
+data first, so a miss is one line that lists what is available rather than the SDK's message.
+With no `framework_version`, a PyTorch job gets `default_versions()`: the newest version of the
+installed registry with both a cpu and a gpu image, and its newest Python version.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 from ddpjob import official_sdk
@@ -23,10 +27,6 @@ from ddpjob.errors import UserInputError
 
 PYTORCH = "pytorch"
 HUGGINGFACE = "huggingface"
-#: The newest PyTorch training DLC that the pinned official SDK (2.257) knows with both a cpu and
-#: a gpu image; used when `framework_version`/`py_version` are not given.
-DEFAULT_FRAMEWORK_VERSION = "2.8.0"
-DEFAULT_PY_VERSION = "py312"
 #: Repositories of SageMaker's training DLCs that run a `sagemaker_program` through the toolkit.
 DLC_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training", "pytorch-smp")
 # <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>(:<tag>|@<digest>)
@@ -34,6 +34,17 @@ _DLC = re.compile(
     r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)"
     r"(:(?P<tag>[\w.-]+)$|@)")
 _GPU_FAMILIES = ("p", "g")
+_NEEDED_FOR = "image_uri not given: picking SageMaker's container (or pass image_uri=...)"
+#: Instance families the SDK's rule treats apart: Graviton (an arm64 image) and p2 (refused from
+#: PyTorch 1.13); for these the SDK's own function decides.
+_SDK_FAMILIES = ("p2", "m6g", "m6gd", "c6g", "c6gd", "c6gn", "c7g", "r6g", "r6gd")
+#: What a version entry of the registry may hold for the rule here; any other key: the SDK decides.
+_ENTRY_KEYS = {"py_versions", "registries", "repository", "container_version"}
+#: Tag suffixes the SDK adds to PyTorch 1.6 gpu images on p4d or with smdistributed.
+_CUDA11_SUFFIXES = {"1.6-gpu-py36": "cu110-ubuntu18.04-v3", "1.6.0-gpu-py36": "cu110-ubuntu18.04",
+                    "1.6-gpu-py3": "cu110-ubuntu18.04-v3", "1.6.0-gpu-py3": "cu110-ubuntu18.04"}
+#: The Hugging Face gpu tag suffix when the registry names none (the SDK's constant).
+_HUGGINGFACE_GPU_SUFFIX = "cu110-ubuntu18.04"
 
 
 def dlc_repository(image_uri: str | None) -> tuple[str, str | None] | None:
@@ -50,20 +61,24 @@ def is_dlc(image_uri: str | None) -> bool:
     return dlc_repository(image_uri) is not None
 
 
+def _family(instance_type: str) -> str:
+    return instance_type.split(".")[1] if instance_type.count(".") >= 2 else ""
+
+
 def processor(instance_type: str) -> str:
     """"gpu" for the ml.p*/ml.g* families, "neuron" for trn/inf, else "cpu" (official rule)."""
-    family = instance_type.split(".")[1] if instance_type.count(".") >= 2 else ""
+    family = _family(instance_type)
     if family.startswith(("trn", "inf")):
         return "neuron"
     return "gpu" if family.startswith(_GPU_FAMILIES) else "cpu"
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ImageRequest:
     """What picks a training DLC: framework and versions, instance type, region, distribution."""
 
     framework: str
-    framework_version: str
+    framework_version: str | None  # None: `default_versions()` (PyTorch only)
     py_version: str | None  # None: the newest the version has
     instance_type: str
     region: str
@@ -71,14 +86,28 @@ class ImageRequest:
     pytorch_version: str | None = None  # Hugging Face only: the PyTorch under transformers
 
 
-def _sagemaker_image_uris() -> Any:
-    return official_sdk.module("image_uris", "image_uri not given: picking SageMaker's "
-                                             "container (or pass image_uri=...)")
-
-
-@functools.lru_cache(maxsize=4)
 def _training_config(framework: str) -> dict[str, Any]:
-    return _sagemaker_image_uris().config_for_framework(framework)["training"]
+    return official_sdk.require(_NEEDED_FOR).config(framework)["training"]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version))
+
+
+def _newest_py_version(py_versions: list[str]) -> str:
+    """The newest of `py_versions` such as ["py39", "py310"]."""
+    return max(py_versions, key=lambda name: (int(name[2:3] or 0), int(name[3:] or 0)))
+
+
+@functools.lru_cache(maxsize=1)
+def default_versions() -> tuple[str, str]:
+    """`(framework_version, py_version)` of a PyTorch job that names none: the newest version of
+    the installed registry with both a cpu and a gpu training image, its newest Python."""
+    config = _training_config(PYTORCH)
+    both = [version for version, entry in config["versions"].items()
+            if {"cpu", "gpu"} <= set(config.get("processors") or entry.get("processors", []))]
+    version = max(both, key=_version_key)
+    return version, _newest_py_version(config["versions"][version]["py_versions"])
 
 
 def _one_of(value: str, available: list[str], what: str) -> None:
@@ -87,15 +116,14 @@ def _one_of(value: str, available: list[str], what: str) -> None:
                              f"available: {', '.join(available)}")
 
 
-def _version_config(request: ImageRequest) -> dict[str, Any]:
+def _version_entry(request: ImageRequest, version: str) -> dict[str, Any]:
     config = _training_config(request.framework)
     aliases = config.get("version_aliases", {})
     versions = list(config["versions"])
     argument = "transformers_version" if request.framework == HUGGINGFACE else \
         "framework_version"
-    version = aliases.get(request.framework_version, request.framework_version)
     _one_of(version, versions + [a for a in aliases if aliases[a] in versions], argument)
-    entry = config["versions"][version]
+    entry = config["versions"][aliases.get(version, version)]
     if request.framework == HUGGINGFACE:
         options = [key[len("pytorch"):] for key in entry if key.startswith("pytorch")]
         if request.pytorch_version is None:
@@ -108,25 +136,25 @@ def _version_config(request: ImageRequest) -> dict[str, Any]:
     return entry
 
 
-def _check(request: ImageRequest) -> str:
-    """The py_version to use, once everything is checked against the SDK's data."""
-    entry = _version_config(request)
+def _check(request: ImageRequest, version: str) -> tuple[dict[str, Any], str]:
+    """The registry entry and the py_version to use, once everything is checked against it."""
+    entry = _version_entry(request, version)
     py_versions = entry.get("py_versions", [])
-    py_version = request.py_version or (py_versions[-1] if py_versions else "")
-    _one_of(py_version, py_versions, f"py_version (framework {request.framework_version})")
+    py_version = request.py_version or (_newest_py_version(py_versions) if py_versions else "")
+    _one_of(py_version, py_versions, f"py_version (framework {version})")
     kind = processor(request.instance_type)
-    processors = entry.get("processors") or _training_config(request.framework)["processors"]
+    processors = _training_config(request.framework).get("processors") or \
+        entry.get("processors", [])
     if kind not in processors:
         raise UserInputError(
             f"instance_type {request.instance_type!r} needs a {kind} image, but framework "
-            f"{request.framework_version} has {'/'.join(processors)} training images only; "
+            f"{version} has {'/'.join(processors)} training images only; "
             f"pick an instance type of those")
     regions = sorted(entry.get("registries", {}))
     if request.region not in regions:
         raise UserInputError(f"region {request.region!r} has no SageMaker training container "
-                             f"for framework {request.framework_version}; available: "
-                             f"{', '.join(regions)}")
-    return py_version
+                             f"for framework {version}; available: {', '.join(regions)}")
+    return entry, py_version
 
 
 def _smp(distribution: dict[str, Any] | None) -> bool:
@@ -137,23 +165,70 @@ def _smp(distribution: dict[str, Any] | None) -> bool:
         and bool(modelparallel)
 
 
-def training_image_uri(request: ImageRequest) -> str:
-    """The DLC URI the official SDK would pick, or one-line UserInputError listing options."""
-    if _smp(request.distribution):  # checked by the SDK itself, against pytorch-smp's data
-        if not request.py_version:
-            raise UserInputError("py_version is required with smdistributed modelparallel "
-                                 "(e.g. 'py311')")
-        py_version = request.py_version
-    else:
-        py_version = _check(request)
-    image_uris = _sagemaker_image_uris()
+def _needs_sdk(request: ImageRequest, version: str, entry: dict[str, Any]) -> bool:
+    """Cases the rule here leaves to the SDK: Graviton and p2 instance types, registry keys it
+    does not know, and a Hugging Face version alias (v2 tags the alias, v3 what it stands for)."""
+    aliased = request.framework == HUGGINGFACE and \
+        version in _training_config(HUGGINGFACE).get("version_aliases", {})
+    return _family(request.instance_type) in _SDK_FAMILIES or not set(entry) <= _ENTRY_KEYS \
+        or aliased
+
+
+@functools.lru_cache(maxsize=8)
+def _ecr_hostname(region: str) -> str:
+    """ECR's host name in `region` from botocore's endpoint data, as the SDK resolves it."""
+    import botocore.loaders
+    import botocore.regions
+
+    resolver = botocore.regions.EndpointResolver(
+        botocore.loaders.create_loader().load_data("endpoints"))
+    endpoint = resolver.construct_endpoint("ecr", region) or {}
+    return endpoint.get("hostname") or f"ecr.{region}.amazonaws.com"
+
+
+def _tag(request: ImageRequest, version: str, entry: dict[str, Any], py_version: str) -> str:
+    """`<version>-<processor>-<python>[-<suffix>]`, Hugging Face's version being
+    `<pytorch>-transformers<transformers>`."""
+    kind = processor(request.instance_type)
+    suffix = entry.get("container_version", {}).get(kind)
+    if request.framework == HUGGINGFACE:
+        version = f"{request.pytorch_version}-transformers{version}"
+        suffix = suffix or (_HUGGINGFACE_GPU_SUFFIX if kind == "gpu" else None)
+    tag = "-".join(part for part in (version, kind, py_version) if part)
+    distribution = request.distribution or {}
+    if _family(request.instance_type) == "p4d" or "smdistributed" in distribution:
+        suffix = suffix or _CUDA11_SUFFIXES.get(tag)
+    return f"{tag}-{suffix}" if suffix else tag
+
+
+def _sdk_image_uri(request: ImageRequest, version: str, py_version: str) -> str:
+    image_uris = official_sdk.module("image_uris", _NEEDED_FOR)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return image_uris.get_training_image_uri(
-                request.region, request.framework, request.framework_version,
-                py_version, distribution=request.distribution,
-                pytorch_version=request.pytorch_version, instance_type=request.instance_type)
+                request.region, request.framework, version, py_version,
+                distribution=request.distribution, pytorch_version=request.pytorch_version,
+                instance_type=request.instance_type)
     except ValueError as error:
         raise UserInputError("no SageMaker training container: " + " ".join(str(error).split())
                              ) from None
+
+
+def training_image_uri(request: ImageRequest) -> str:
+    """The DLC URI the official SDK would pick, or one-line UserInputError listing options."""
+    version = request.framework_version
+    if version is None:
+        version, default_py = default_versions()
+        request = dataclasses.replace(request, py_version=request.py_version or default_py)
+    if _smp(request.distribution):  # checked by the SDK itself, against pytorch-smp's data
+        if not request.py_version:
+            raise UserInputError("py_version is required with smdistributed modelparallel "
+                                 "(e.g. 'py311')")
+        return _sdk_image_uri(request, version, request.py_version)
+    entry, py_version = _check(request, version)
+    if _needs_sdk(request, version, entry):
+        return _sdk_image_uri(request, version, py_version)
+    repository = f"{entry['repository']}:{_tag(request, version, entry, py_version)}"
+    return f"{entry['registries'][request.region]}.dkr.{_ecr_hostname(request.region)}/" \
+           f"{repository}"

@@ -9,18 +9,14 @@ from typing import Any
 from ddpjob import validation
 from ddpjob.errors import UserInputError
 from ddpjob.estimator import DEFAULT_BASE_JOB_NAME, Estimator
-from ddpjob.image_uris import (
-    DEFAULT_FRAMEWORK_VERSION,
-    DEFAULT_PY_VERSION,
-    PYTORCH,
-    ImageRequest,
-)
+from ddpjob.image_uris import PYTORCH, ImageRequest
 
 
 class PyTorch(Estimator):
     """An Estimator for PyTorch scripts; on `ml.*` with no `image_uri` the job runs on
-    SageMaker's PyTorch training container for `framework_version`/`py_version` (defaults:
-    `image_uris.DEFAULT_FRAMEWORK_VERSION`/`DEFAULT_PY_VERSION`) and the instance's processor.
+    SageMaker's PyTorch training container for `framework_version`/`py_version` (default: the
+    newest of the installed official SDK's registry, `image_uris.default_versions()`) and the
+    instance's processor.
     """
 
     _default_base_job_name = DEFAULT_BASE_JOB_NAME
@@ -40,19 +36,18 @@ class PyTorch(Estimator):
         super().__init__(entry_point, **kwargs)
 
     def _image_request(self) -> ImageRequest:
-        return ImageRequest(PYTORCH, self.framework_version or DEFAULT_FRAMEWORK_VERSION,
-                            self.py_version or (None if self.framework_version
-                                                else DEFAULT_PY_VERSION),
+        return ImageRequest(PYTORCH, self.framework_version, self.py_version,
                             self.instance_type, self.session.region_name or "",
                             distribution=self.distribution)
 
     def _table_defaults(self) -> dict[str, Any]:
         # As the official PyTorch estimator: metrics time series on from PyTorch 1.3.
-        version = self.framework_version or (DEFAULT_FRAMEWORK_VERSION if self.uses_dlc
-                                             else None)
-        if version is None or not self.instance_type.startswith("ml."):
+        if not self.instance_type.startswith("ml."):
             return {}
-        major_minor = tuple(int(part) for part in version.split(".")[:2] if part.isdigit())
+        if self.framework_version is None:  # on the DLC: the registry's newest, past 1.3
+            return {"enable_sagemaker_metrics": True} if self.uses_dlc else {}
+        version = self.framework_version.split(".")[:2]
+        major_minor = tuple(int(part) for part in version if part.isdigit())
         return {"enable_sagemaker_metrics": True} if major_minor >= (1, 3) else {}
 
     def _framework_hyperparameters(self) -> dict[str, Any]:

@@ -198,7 +198,7 @@ AWS_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
     ("unknown-framework-version", {"image_uri": None, "framework_version": "0.9.9"}, {},
      r"framework_version '0.9.9' has no SageMaker training container; available: .*2\.8\.0"),
     ("processor-mismatch", {"image_uri": None, "instance_type": "ml.trn1.2xlarge"}, {},
-     r"instance_type 'ml.trn1.2xlarge' needs a neuron image, but framework 2.8.0 has cpu/gpu "
+     r"instance_type 'ml.trn1.2xlarge' needs a neuron image, but framework [\d.]+ has cpu/gpu "
      r"training images only"),
     ("py-version-mismatch", {"image_uri": None, "framework_version": "2.8.0",
                              "py_version": "py27"}, {},

@@ -52,8 +52,7 @@ def test_default_image_is_the_official_pick(make: Any, instance_type: str) -> No
     estimator = make(instance_type=instance_type,
                      distribution={"torch_distributed": {"enabled": True}})
     request = estimator.training_job_request(job_name="dlc-1")
-    expected = official_image("pytorch", image_uris.DEFAULT_FRAMEWORK_VERSION,
-                              image_uris.DEFAULT_PY_VERSION, instance_type)
+    expected = official_image("pytorch", *image_uris.default_versions(), instance_type)
     assert request["AlgorithmSpecification"]["TrainingImage"] == expected
     assert ("-gpu-" in expected) == instance_type.startswith("ml.g")
     assert request["AlgorithmSpecification"]["EnableSageMakerMetricsTimeSeries"] is True
@@ -65,11 +64,10 @@ def test_default_version_is_the_newest_with_cpu_and_gpu_images() -> None:
 
     config = official("image_uris").config_for_framework("pytorch")["training"]
     both = [v for v, entry in config["versions"].items()
-            if set(entry.get("processors", config["processors"])) >= {"cpu", "gpu"}
-            and REGION in entry["registries"]]
-    assert max(both, key=Version) == image_uris.DEFAULT_FRAMEWORK_VERSION
-    entry = config["versions"][image_uris.DEFAULT_FRAMEWORK_VERSION]
-    assert entry["py_versions"][-1] == image_uris.DEFAULT_PY_VERSION
+            if set(entry.get("processors", config["processors"])) >= {"cpu", "gpu"}]
+    version, py_version = image_uris.default_versions()
+    assert version == max(both, key=Version)
+    assert py_version == config["versions"][version]["py_versions"][-1]
 
 
 def test_given_versions_and_newest_py_version(make: Any) -> None:

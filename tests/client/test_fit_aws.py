@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from ddpjob import PyTorch
+from ddpjob import PyTorch, image_uris
 from ddpjob.sagemaker.session import Session
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
@@ -85,8 +85,9 @@ def test_fit_on_the_dlc_submits_the_official_image(src: Path, aws_session: Any,
         names = tar.getnames()  # the DLC lacks ddpjob: its runtime travels with the code
     assert {"train.py", "ddpjob_runtime/__init__.py", "ddpjob_runtime/checkpoints.py"} <= set(names)
     described = estimator.describe()
+    version, py_version = image_uris.default_versions()
     assert described["AlgorithmSpecification"]["TrainingImage"] == \
-        "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-cpu-py312"
+        f"763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:{version}-cpu-{py_version}"
     assert estimator.uses_dlc
     attached = PyTorch.attach("fit-aws-dlc", sagemaker_session=aws_session, wait=False)
     assert attached.uses_dlc
