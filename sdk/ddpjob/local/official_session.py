@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET
 
 from ddpjob import official_sdk
-from ddpjob.errors import UserInputError
 from ddpjob.local.bucket_api import Answer, LocalBucket, error
 from ddpjob.local.log_streams import JobLogStreams
 from ddpjob.local.session import LOCAL_ROLE, LocalSession
@@ -181,26 +180,25 @@ def boto_session(local: LocalSession) -> boto3.Session:
 
 def official_session(local: LocalSession) -> Any:
     """The installed official SDK's session (v3 or v2) whose AWS requests `local` answers."""
+    sdk = official_sdk.require(NEEDED_FOR)
     boto = boto_session(local)
-    try:
-        helper = official_sdk.module("core.helper.session_helper", NEEDED_FOR)
-    except UserInputError:  # v2: no sagemaker.core
-        session_class = official_sdk.module("session", NEEDED_FOR).Session
+    if sdk.major == 3:
+        session_class = sdk.module("helper.session_helper").Session
+        _answer_v3_job_logs(boto, sdk.module("utils.logs").CloudWatchLogsClient)
     else:
-        session_class = helper.Session
-        _answer_v3_job_logs(boto)
+        session_class = sdk.module("session").Session
     local.default_bucket()  # the folder exists
     return session_class(boto_session=boto, default_bucket=LOCAL_BUCKET,
                          sagemaker_config=SDK_CONFIG)
 
 
-def _answer_v3_job_logs(boto: boto3.Session) -> None:
+def _answer_v3_job_logs(boto: boto3.Session, logs: Any) -> None:
     """v3's TrainingJob.wait(logs=True) reads logs through one CloudWatch Logs client per
-    process, made from a default boto3 session whatever session the job has: make it one of
-    `boto`'s, which answers local jobs' logs and sends the others' to AWS."""
+    process (`logs`, a singleton class), made from a default boto3 session whatever session the
+    job has: make it one of `boto`'s, which answers local jobs' logs and sends the others' to
+    AWS."""
     from botocore.config import Config
 
-    logs = official_sdk.module("core.utils.logs", NEEDED_FOR).CloudWatchLogsClient
     client = boto.client("logs", config=Config(retries={"max_attempts": 10, "mode": "standard"}))
     logs.client = client  # the class default: a first instance makes no client of its own
     logs().client = client
