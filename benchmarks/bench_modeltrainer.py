@@ -36,12 +36,28 @@ from ddpjob.local import sandbox
 
 SOURCE = Path(__file__).parents[1] / "examples" / "modeltrainer"
 EPOCHS = 20
+RENDEZVOUS_PORT = 7777  # ModelTrainer's torchrun_driver
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_for_rendezvous_port(timeout_s: float = 600) -> None:
+    """Until no other job on this machine holds port 7777, where ModelTrainer's drivers start
+    their torchrun rendezvous (one such job at a time)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("", RENDEZVOUS_PORT))
+                return
+            except OSError:
+                time.sleep(1)
+    sys.exit(f"port {RENDEZVOUS_PORT} stayed in use for {timeout_s:.0f} s")
 
 
 def write_points(folder: Path) -> Path:
@@ -81,6 +97,7 @@ class Trainer:
             checkpoint_config=CheckpointConfig(s3_uri=f"s3://{bucket}/bench/ckpt-{self.runs}"),
             base_job_name="bench-modeltrainer", sagemaker_session=self.session,
         )  # fmt: skip
+        wait_for_rendezvous_port()
         started = time.perf_counter()
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # the SDK's progress panel
