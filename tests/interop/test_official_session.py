@@ -194,6 +194,8 @@ def test_log_streams_page_like_cloudwatch(
     found = logs.filter_log_events(logGroupName=group, logStreamNamePrefix=name,
                                    filterPattern="line 3")
     assert sorted(e["logStreamName"] for e in found["events"]) == names
+    named = logs.filter_log_events(logGroupName=group, logStreamNames=names[1:])
+    assert [e["message"] for e in named["events"]] == lines
     with pytest.raises(ClientError, match="log group does not exist"):
         logs.describe_log_streams(logGroupName="/aws/other", logStreamNamePrefix=f"{name}/")
     assert no_account == []

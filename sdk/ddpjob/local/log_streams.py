@@ -34,6 +34,13 @@ class JobLogStreams:
         """Whether `job` is a job of this home (its logs are here)."""
         return bool(JOB_NAME_PATTERN.match(job)) and self.client.store.exists(job)
 
+    @staticmethod
+    def job_of(params: dict[str, Any]) -> str:
+        """The job whose streams a request names (by a stream, a prefix or a list of streams)."""
+        names = params.get("logStreamNames") or [""]
+        stream = params.get("logStreamName") or params.get("logStreamNamePrefix") or names[0]
+        return stream.split("/", 1)[0]
+
     def _streams(self, group: str, prefix: str) -> dict[str, Path] | Answer:
         """`{stream name: log file}` of the streams under `prefix`, in name order."""
         if group != LOG_GROUP:
@@ -106,9 +113,9 @@ class JobLogStreams:
             end = read[-1][1] if read else start
         else:
             end = int(token[2:]) if token else size
-            read = [r for r in self._events(name, streams[name], 0, 1 << 62) if r[1] <= end]
-            read = read[-limit:]
-            start = read[0][1] - len(read[0][0]["message"].encode()) - 1 if read else end
+            lines = [r for r in self._events(name, streams[name], 0, 1 << 62) if r[1] <= end]
+            first = max(0, len(lines) - limit)
+            start, read = lines[first - 1][1] if first else 0, lines[first:]
         events = [e for e, _ in read if e["timestamp"] >= params.get("startTime", 0)]
         return 200, {"events": events, "nextForwardToken": f"f/{end}",
                      "nextBackwardToken": f"b/{start}"}
@@ -116,7 +123,8 @@ class JobLogStreams:
     def filter_log_events(self, params: dict[str, Any]) -> Answer:
         """FilterLogEvents: the lines of the streams named (or under a prefix) that contain
         `filterPattern`, stream after stream; the token holds every stream's offset."""
-        streams = self._streams(params["logGroupName"], params.get("logStreamNamePrefix", ""))
+        prefix = params.get("logStreamNamePrefix") or f"{self.job_of(params)}/"
+        streams = self._streams(params["logGroupName"], prefix)
         if isinstance(streams, tuple):
             return streams
         wanted = params.get("logStreamNames") or list(streams)

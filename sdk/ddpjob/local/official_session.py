@@ -101,8 +101,7 @@ class Answers:
                 return None
             found = getattr(self.bucket, botocore.xform_name(operation), None)
         elif service == "logs":
-            name = params.get("logStreamName") or params.get("logStreamNamePrefix") or ""
-            if not self.logs.knows(name.split("/", 1)[0]):
+            if not self.logs.knows(self.logs.job_of(params)):
                 return None
             found = getattr(self.logs, botocore.xform_name(operation), None)
         elif (service, operation) in _CLIENT_CALLS:
