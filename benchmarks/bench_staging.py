@@ -2,7 +2,7 @@
 
 For a `file://` channel and an `s3://` channel (a moto server in a child process), each of
 `--files` files, `--size-mb` in all:
-  1. disk used by the 4-host job while it runs (`du` of its job folder, hard links counted once)
+  1. disk used by the 4-host job while it runs (its job folder's files, each counted once)
      vs the channel's size                                                       (goal <= 1.05)
   2. time from `fit()` to the first training step (every rank has opened every file of its
      channel and passed a barrier), 4 hosts vs 1 host, cold cache               (goal <= 1.2)
@@ -35,7 +35,7 @@ from ddpjob.local.staging import cache_of
 
 BUCKET = "bench-staging"
 SCRIPT = """\
-import json, os, subprocess, time
+import json, os, time
 from pathlib import Path
 import ddpjob_runtime.dataparallel.torch.distributed as dist
 
@@ -49,14 +49,20 @@ dist.barrier()
 first_step = time.time()
 
 
-def du(*paths):  # bytes on disk, a file with several hard links counted once
-    out = subprocess.run(["du", "-s", "-c", "--block-size=1", *map(str, paths)],
-                         capture_output=True, text=True, check=True).stdout
-    return int(out.splitlines()[-1].split()[0])
+def du(*paths):  # bytes on disk, a file seen under several names (links, mounts) counted once
+    seen, total = set(), 0
+    for top in paths:
+        for folder, _, files in os.walk(top):
+            for name in files:
+                st = os.lstat(os.path.join(folder, name))
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_blocks * 512
+    return total
 
 
 if dist.get_rank() == 0:
-    job = channel.parents[4]  # <home>/jobs/<job>/hosts/algo-1/input/data/train
+    job = Path(os.environ["DDPJOB_STATUS_FILE"]).parents[1]  # <home>/jobs/<job>/hosts/algo-1.status
     cache = job.parents[1] / "cache"
     print("BENCH " + json.dumps({"first_step": first_step, "job_bytes": du(job),
           "with_cache_bytes": du(job, *([cache] if cache.exists() else []))}), flush=True)

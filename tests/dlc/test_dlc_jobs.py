@@ -24,6 +24,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob import packaging
+from ddpjob.local import sandbox
 from ddpjob.local.client import LocalSageMakerClient
 
 from tests.local.conftest import assert_no_processes, local_session_at, wait_for
@@ -128,8 +129,16 @@ def _keys(bucket: str, prefix: str) -> list[str]:
     return sorted(o["Key"] for o in found)
 
 
+@pytest.mark.parametrize("namespaces", ["on", "off"])
 def test_a_dlc_request_runs_through_the_dlc_toolkits_and_resumes_from_its_checkpoint(
-        s3_bucket: str, tmp_path: Path, dlc_python: str, monkeypatch) -> None:
+        s3_bucket: str, tmp_path: Path, dlc_python: str, monkeypatch, namespaces: str) -> None:
+    """In their own namespaces the hosts are `algo-N` with their `/opt/ml`, as on SageMaker;
+    without, loopback addresses name them and the toolkit is told their root."""
+    if namespaces == "on" and sandbox.available():
+        pytest.skip(f"no host namespaces here: {sandbox.available()}")
+    if namespaces == "off":
+        monkeypatch.setenv(sandbox.SWITCH_ENV, "0")
+    names = ["algo-1", "algo-2"] if namespaces == "on" else ["127.0.0.1", "127.0.0.2"]
     monkeypatch.setenv("DDPJOB_DLC_PYTHON", dlc_python)
     boto3.client("s3").put_object(Bucket=s3_bucket, Key="data/target.json",
                                   Body=json.dumps(TARGET).encode())
@@ -141,19 +150,22 @@ def test_a_dlc_request_runs_through_the_dlc_toolkits_and_resumes_from_its_checkp
         first, lines = run_job(client, dlc_request("dlc-first", s3_bucket, code, image, steps=3))
         assert first["TrainingJobStatus"] == "Completed", (first.get("FailureReason"), lines[-40:])
         text = "\n".join(lines)
-        # The DLC's toolkit launched torchrun itself, on loopback host names, port 7777.
+        # The DLC's toolkit launched torchrun itself, on the first host's name, port 7777.
         for host, rank in (("algo-1", 0), ("algo-2", 1)):
             assert re.search(rf"\[{host}\] .*torchrun --nnodes 2 --nproc_per_node 1 --master_addr "
-                             rf"127\.0\.0\.1 --master_port 7777 --node_rank {rank} dlc_train\.py",
-                             text), text[-3000:]
+                             rf"{re.escape(names[0])} --master_port 7777 --node_rank {rank} "
+                             rf"dlc_train\.py", text), text[-3000:]
         runtime_lines = [line for line in lines if "runtime_from=" in line]
         assert len(runtime_lines) == 2
         for line in runtime_lines:  # the runtime from the archive; ddpjob not installed there
             found = dict(kv.split("=", 1) for kv in line.split("] ", 1)[1].split())
             assert found["runtime_from"] == str(Path(found["code_dir"]) / "ddpjob_runtime")
             assert found["ddpjob_installed"] == "False" and found["world"] == "2"
-        assert {f["host"] for f in (dict(kv.split("=", 1) for kv in line.split("] ", 1)[1]
-                .split()) for line in runtime_lines)} == {"127.0.0.1", "127.0.0.2"}
+        found = [dict(kv.split("=", 1) for kv in line.split("] ", 1)[1].split())
+                 for line in runtime_lines]
+        assert {f["host"] for f in found} == set(names)
+        if namespaces == "on":
+            assert {f["code_dir"] for f in found} == {"/opt/ml/code"}
         assert "fresh start rank=0" in text and "fresh start rank=1" in text
         first_losses = {int(s): float(v) for s, v in re.findall(r"step=(\d+) loss=(\S+)", text)}
         assert sorted(first_losses) == [0, 1, 2]

@@ -120,3 +120,13 @@ def wait_until_ended(session: LocalSession, name: str, timeout_s: float = JOB_TI
 def log_text(session: LocalSession, name: str, host: str) -> str:
     """Everything host `host` of the job logged."""
     return (session.job_dir(name) / "logs" / f"{host}.log").read_text()
+
+
+def machine_state() -> tuple:
+    """What local jobs must leave as it is outside their folders: the machine's `/opt` (its
+    entries and their times), whether `/opt/ml` exists, and the mount table."""
+    opt = Path("/opt")
+    entries = sorted((p.name, p.lstat().st_mtime_ns) for p in opt.iterdir()) \
+        if opt.is_dir() else None
+    return (entries, opt.stat().st_mtime_ns if opt.exists() else None,
+            os.path.lexists("/opt/ml"), Path("/proc/self/mountinfo").read_text())

@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
-from ddpjob.local import model_limits, validation
+from botocore.exceptions import ClientError, ParamValidationError
+from ddpjob.local import model_limits, sandbox, validation
 from ddpjob.local.session import LocalSession
 from ddpjob.request import service_model
 
@@ -168,3 +168,39 @@ def test_local_mode_widens_only_instance_types_and_uris() -> None:
     assert unreadable <= {".Tags.[].Key", ".Tags.[].Value",
                           ".AlgorithmSpecification.TrainingImageConfig."
                           "TrainingRepositoryAuthConfig.TrainingRepositoryCredentialsProviderArn"}
+
+
+def _container_request(session: LocalSession) -> dict[str, Any]:
+    request = _request(session, **{"AlgorithmSpecification.ContainerEntrypoint": ENTRYPOINT,
+                                   "AlgorithmSpecification.ContainerArguments": ARGUMENTS,
+                                   "ResourceConfig.InstanceType": "ml.m5.xlarge"})
+    request["HyperParameters"] = {"epochs": "3"}  # plain strings, no sagemaker_program
+    return request
+
+
+def test_a_container_command_needs_hosts_with_their_own_opt_ml(
+    session: LocalSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(sandbox.SWITCH_ENV, "0")
+    message = _refused(session, _container_request(session))
+    assert message.startswith("AlgorithmSpecification.ContainerEntrypoint: a container command "
+                              "needs each local host in its own mount namespace")
+    assert f"{sandbox.SWITCH_ENV}=0 turns them off" in message
+
+
+@pytest.mark.skipif(sandbox.available() is not None, reason="no mount namespaces here")
+def test_a_container_command_needs_no_sagemaker_program(session: LocalSession) -> None:
+    request = _container_request(session)
+    assert session.submit_dryrun(request)["AlgorithmSpecification"]["ContainerEntrypoint"] == \
+        ENTRYPOINT
+    assert not session.home.exists()  # a dry run writes nothing
+
+
+@pytest.mark.parametrize("entrypoint", [[1], "/bin/bash", [None], []])
+def test_an_entrypoint_that_is_no_list_of_strings_is_botocores_error(
+    session: LocalSession, entrypoint: Any
+) -> None:
+    request = _request(session, **{"AlgorithmSpecification.ContainerEntrypoint": entrypoint})
+    with pytest.raises(ParamValidationError, match=r"AlgorithmSpecification\.ContainerEntrypoint"):
+        session.sagemaker_client.create_training_job(**request)
+    assert not session.job_dir("limits").exists()

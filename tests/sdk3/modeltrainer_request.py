@@ -53,7 +53,8 @@ def main() -> None:
         source_code=SourceCode(source_dir=config["source_dir"], entry_script="train.py",
                                requirements=config.get("requirements")),
         compute=Compute(instance_type="ml.m5.xlarge", instance_count=config["instance_count"]),
-        distributed=Torchrun(process_count_per_node=config["processes"]),
+        distributed=Torchrun(process_count_per_node=config["processes"])
+        if config["processes"] else None,
         hyperparameters=config.get("hyperparameters") or {},
         checkpoint_config=CheckpointConfig(s3_uri=config["checkpoint_uri"]),
         sagemaker_session=session,

@@ -44,20 +44,39 @@ def create(folder: Path, python: str, gpu_ids: list[str]) -> Path:
             (own / "_ddpjob_image_python.pth").write_text("\n".join(lines) + "\n")
     bin_dir = folder / "bin"
     interpreter = bin_dir / "python"
-    for name, module in (("pip", "pip"), ("pip3", "pip"), ("torchrun", "torch.distributed.run")):
-        _script(bin_dir / name, f'exec "{interpreter}" -m {module} "$@"')
+    for name in ("pip", "pip3"):
+        _script(bin_dir / name, f'exec "{interpreter}" -m pip "$@"')
+    _script(bin_dir / "torchrun",  # torch's console script, run by the venv's interpreter
+            f'exec "{interpreter}" -c "import sys; sys.argv[0] = \'torchrun\'; '
+            f'from torch.distributed.run import main; sys.exit(main())" "$@"')
     _script(bin_dir / "nvidia-smi", _nvidia_smi(gpu_ids, exclude=bin_dir))
     return bin_dir
 
 
 def _nvidia_smi(gpu_ids: list[str], exclude: Path) -> str:
-    """The body of an `nvidia-smi` that sees only `gpu_ids` (the machine's ids)."""
+    """The body of an `nvidia-smi` that sees only `gpu_ids` (indexes or UUIDs of the machine's
+    GPUs): `--list-gpus` lists them alone (what the drivers count), anything else runs the
+    machine's `nvidia-smi` on them (`-i`)."""
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
                            if p and Path(p) != exclude)
     real = shutil.which("nvidia-smi", path=path)
-    if not gpu_ids or real is None:
+    listed = _listing(real) if gpu_ids and real else []
+    mine = [line for index, line in enumerate(listed)
+            if str(index) in gpu_ids or any(f"UUID: {g})" in line for g in gpu_ids)]
+    if not mine:
         return f'echo "No devices were found"\nexit {NO_GPU_EXIT}'
-    return f'exec "{real}" -i {",".join(gpu_ids)} "$@"'
+    return ('case "$1" in\n-L|--list-gpus) cat <<"EOF"\n' + "\n".join(mine) +
+            f'\nEOF\n;;\n*) exec "{real}" -i {",".join(gpu_ids)} "$@";;\nesac')
+
+
+def _listing(nvidia_smi: str) -> list[str]:
+    """The machine's `nvidia-smi --list-gpus` lines, one per GPU, in index order."""
+    try:
+        done = subprocess.run([nvidia_smi, "--list-gpus"], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line for line in done.stdout.splitlines() if line.startswith("GPU ")]
 
 
 def _script(path: Path, body: str) -> None:

@@ -96,11 +96,12 @@ class Hosts:
             out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ddpjob.local.hosts WARNING "
                       f"{message}\n")
 
-    def _isolated(self, command: list[str], root: Path,
-                  staged: dict[str, Any] | None) -> list[str]:
+    def _isolated(self, command: list[str], root: Path, staged: dict[str, Any] | None,
+                  hosts_file: Path) -> list[str]:
         """`command` run in the host's own namespace: `/opt/ml` is `root`, every staged channel
-        a read-only mount at `input/data/<channel>` (`staged` names them), the job folders and
-        the object cache read-only but for this job's `hosts/`."""
+        a read-only mount at `input/data/<channel>` (`staged` names them), `/etc/hosts` the
+        job's `hosts_file`, the job folders and the object cache read-only but for this job's
+        `hosts/`."""
         views = {}
         for name, spec in ((staged or {}).get("channels") or {}).items():
             target = root / contract.DATA_DIR / name
@@ -109,8 +110,6 @@ class Hosts:
         home = self.job_dir.parent.parent
         cache = staging.cache_of(home).root
         cache.mkdir(mode=0o700, exist_ok=True)  # a cache made later is read-only here too
-        hosts_file = self.job_dir / HOSTS_FILE
-        hosts_file.write_text(sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
         return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
                             writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
                             views=views)
@@ -126,13 +125,17 @@ class Hosts:
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
         self._check_isolation()
         own = self.isolation is None
+        hosts_file = self.job_dir / HOSTS_FILE
+        if own:
+            hosts_file.write_text(
+                sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
         for host, gpu_ids in zip(self.names, slices, strict=True):
             host_staged = (staged or {}).get(host)
             mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged
             root = hostroot.prepare(self.request, host, port, self.job_dir, mounted, own)
             host_command = hostkind.host_command(self.request, self.job_dir, host) or command
             if own:
-                host_command = self._isolated(host_command, root, host_staged)
+                host_command = self._isolated(host_command, root, host_staged, hosts_file)
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(
                     host_command, cwd=root, env=self._env(root, gpu_ids),
@@ -144,7 +147,7 @@ class Hosts:
 
     def log_file(self, host: str) -> Path:
         """Where everything `host` prints goes."""
-        return self.job_dir / "logs" / f"{host}.log"
+        return hostroot.log_file(self.job_dir, host)
 
     def phases(self) -> dict[str, str]:
         """host -> the phase its runtime last wrote ("Starting" until it wrote one)."""

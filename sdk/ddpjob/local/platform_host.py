@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ddpjob_runtime import contract, failure, phases
 
-from ddpjob.local import hostroot, platform_duties, sandbox
+from ddpjob.local import failure_cause, hostroot, platform_duties, sandbox
 from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.platform_host")
@@ -29,6 +29,7 @@ log = logging.getLogger("ddpjob.local.platform_host")
 # The rendezvous port of SageMaker's PyTorch toolkit (sagemaker_training.torch_distributed) and
 # of ModelTrainer's drivers (SM_MASTER_PORT): fixed, so one such multi-host job at a time.
 FIXED_PORT = 7777
+LOG_TAIL_BYTES = 256 * 1024  # where a failed program's last report is found
 
 
 def port_free(port: int) -> bool:
@@ -42,10 +43,17 @@ def port_free(port: int) -> bool:
     return True
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 class PlatformHost:
     """One local host of a job whose program is the image's own, from config files to uploads."""
 
-    #: What the program is, for the error when the fixed port is taken.
+    #: What the program is, in the host's failure and the error when the fixed port is taken.
     program = "the training image's program"
 
     def __init__(self, job_dir: Path, host: str):
@@ -57,6 +65,7 @@ class PlatformHost:
         self.sync = platform_duties.checkpoint_sync(self.request, self.root)
         self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
         self.proc: subprocess.Popen | None = None
+        self.log_start = 0  # the size of the host's log when the program started
 
     # --- what a subclass says ------------------------------------------------------------
 
@@ -100,6 +109,8 @@ class PlatformHost:
         command = self.command()
         log.info("host %s%s: %s", self.host, "" if self.own_namespace else
                  f" ({hostroot.loopback_addresses(self.request)[self.host]})", " ".join(command))
+        with contextlib.suppress(OSError):
+            self.log_start = hostroot.log_file(self.job_dir, self.host).stat().st_size
         self.proc = subprocess.Popen(command, cwd=self.workdir(), env=self.environment(),
                                      start_new_session=True)
         with self.sync.running(), self.tensorboard.running():
@@ -109,13 +120,28 @@ class PlatformHost:
         return code
 
     def _name_host_in_failure(self, code: int) -> None:
-        """Begin the failure the program wrote (or not) with the host, its exit code and the
-        text's last line (e.g. the exception), the job's FailureReason's headline."""
+        """Head the failure the program wrote (or not) as ddpjob's runtime heads its own: host,
+        rank, exit code and the user's exception, from torchrun's report in the host's log
+        (else the text's last line); the program's text follows."""
         path = self.root / "output" / failure.FAILURE_FILE
         text = path.read_text(errors="replace") if path.exists() else ""
         lines = [line.strip() for line in text.splitlines() if line.strip()]
-        headline = f"{self.host}: {self.program} exited with code {code}"
-        path.write_text(f"{headline}: {lines[-1]}\n{text}" if lines else headline)
+        how = (f"was stopped by {_signal_name(-code)}" if code < 0 else "failed") + (
+            f": {lines[-1]}" if lines else "")
+        rank, exception = failure_cause.torchrun_root_cause(self._log_tail()) or (
+            None, f"{self.program} {how}")
+        failure.write_failure(self.root / "output",
+                              failure.reason(self.host, rank, code, exception, text))
+
+    def _log_tail(self) -> str:
+        """The end of what the program printed (the host's log, written by the supervisor;
+        nothing of an earlier attempt of the job)."""
+        try:
+            with open(hostroot.log_file(self.job_dir, self.host), "rb") as log:
+                log.seek(max(self.log_start, log.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def stop(self, signum: int, _frame: object) -> None:
         """SIGTERM from the supervisor: pass it to the program's whole process group."""

@@ -12,13 +12,14 @@ In the namespace:
   one bind of each of its entries (symlinks copied), plus the empty `ml` folder; the tmpfs is then
   made read-only. Unlike an overlay of `/opt` this needs no upper folder on a file system that
   supports one, keeps the mounts below `/opt`, and writes nothing anywhere;
-- `/etc/hosts` is the job's own file (the machine's lines plus `algo-N` -> `127.0.0.N`), so the
+- `/etc/hosts` is the job's own file (the machine's lines, then `algo-N` -> `127.0.0.N`), so the
   host names resolve as on SageMaker; the network namespace stays the machine's (loopback);
 - paths of `read_only` are bound read-only onto themselves, paths of `writable` stay writable
   inside them, and `views` bind a folder read-only at another place (a staged channel at
-  `input/data/<channel>`), all deepest first. A read-only mount refuses `chmod` and writes to
-  every name of a file that it holds, hard links included: the caller makes read-only every folder
-  where another name of a shared file lives (the job folders and the object cache).
+  `input/data/<channel>`), all deepest first. A read-only mount refuses `chmod` and writes
+  through the names below it only: another name of the same file (a hard link) elsewhere stays
+  writable, so the caller makes read-only every folder where a name of a shared file lives (the
+  job folders and the object cache).
 
 Who may do this: root (with CAP_SYS_ADMIN) unshares the mount namespace alone; any other user
 gets a user namespace too, where its own uid and gid map to themselves (so files keep their
@@ -115,14 +116,16 @@ def wrap(
 
 
 def hosts_file_text(addresses: Mapping[str, str], machine_hosts: Path = Path(ETC_HOSTS)) -> str:
-    """An `/etc/hosts` for a job: the machine's lines (localhost, its own name), then one line
-    per host name (`{name: address}`)."""
+    """An `/etc/hosts` for a job: the machine's lines (localhost, its own name) but those naming
+    one of the job's hosts (the first match wins), then one line per host (`{name: address}`)."""
     try:
-        machine = machine_hosts.read_text()
+        machine = machine_hosts.read_text().splitlines()
     except OSError:
-        machine = "127.0.0.1 localhost\n"
-    ours = "".join(f"{address} {name}\n" for name, address in addresses.items())
-    return f"{machine.rstrip()}\n# the hosts of this ddpjob job\n{ours}"
+        machine = ["127.0.0.1 localhost"]
+    kept = [line for line in machine
+            if not set(line.split("#", 1)[0].split()[1:]) & set(addresses)]
+    ours = [f"{address} {name}" for name, address in addresses.items()]
+    return "\n".join([*kept, "# the hosts of this ddpjob job", *ours, ""])
 
 
 def inside(root: Path) -> bool:
@@ -165,15 +168,18 @@ def _enter_namespace() -> None:
     """A new mount namespace (in a new user namespace unless we may mount here), private."""
     if _has_sys_admin():
         _call(_libc.unshare(_CLONE_NEWNS), "unshare a mount namespace")
-    else:
-        uid, gid = os.getuid(), os.getgid()
-        _call(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS),
-              "unshare a user and mount namespace (unprivileged user namespaces)")
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        return
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        _call(_libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare")
         for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
                            ("gid_map", f"{gid} {gid} 1")):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    except (SandboxError, OSError) as exc:  # e.g. a kernel, AppArmor or seccomp forbids them
+        raise SandboxError(f"unprivileged user namespaces are not usable here ({exc})") from None
 
 
 def _bind(source: str, target: str, read_only: bool) -> None:
@@ -288,7 +294,7 @@ def _fail(root: str | None, message: str) -> None:
     """One line on stderr (the host's log) and in the host's `output/failure`; exit 125."""
     line = f"{os.path.basename(root or '') or 'host'}: {message}"
     print(f"ddpjob.local.sandbox: {line}", file=sys.stderr, flush=True)
-    if root:
+    if root and os.path.isdir(root):
         with contextlib.suppress(OSError):
             os.makedirs(os.path.join(root, "output"), exist_ok=True)
             with open(os.path.join(root, "output", "failure"), "w") as f:

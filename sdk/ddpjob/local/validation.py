@@ -65,11 +65,14 @@ def _check_uri(operation: str, field: str, uri: str) -> None:
         )
 
 
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def max_local_hosts() -> int:
     """How many hosts one job may have on this machine: one per HOST_MEMORY of its memory (each
     host is at least an agent and one interpreter with torch), at most LOOPBACK_HOSTS."""
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(1, min(LOOPBACK_HOSTS, memory // HOST_MEMORY))
+    return max(1, min(LOOPBACK_HOSTS, _memory_bytes() // HOST_MEMORY))
 
 
 def _check_count(op: str, count: int) -> None:
@@ -77,10 +80,10 @@ def _check_count(op: str, count: int) -> None:
         raise client_error(op, f"ResourceConfig.InstanceCount must be at least 1, got {count}")
     limit = max_local_hosts()
     if count > limit:
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
         raise client_error(
             op, f"ResourceConfig.InstanceCount {count}: this machine runs at most {limit} local "
-                f"hosts (one per {HOST_MEMORY // 2**20} MiB of its {memory:.1f} GiB of memory, "
+                f"hosts (one per {HOST_MEMORY // 2**20} MiB of its {_memory_bytes() / 2**30:.1f} "
+                f"GiB of memory, "
                 f"and at most {LOOPBACK_HOSTS}, the loopback addresses 127.0.0.1-254)",
         )  # fmt: skip
 

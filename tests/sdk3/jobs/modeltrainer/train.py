@@ -4,6 +4,7 @@ It resumes from /opt/ml/checkpoints/state.pt (SageMaker brings CheckpointConfig.
 there), takes `--steps` SGD steps on the mean of the `training` channel's values with an
 all_reduce across every rank of every host, checkpoints each step from rank 0 and writes
 /opt/ml/model/model.pt. `--fail true` raises on the last rank; `--sleep S` waits each step.
+Without torchrun (ModelTrainer's basic script driver) it is one process, rank 0 of 1.
 """
 
 import argparse
@@ -23,8 +24,10 @@ def main() -> None:
     parser.add_argument("--fail", default="false")
     parser.add_argument("--sleep", type=float, default=0.0)
     args = parser.parse_args()
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    distributed = "RANK" in os.environ  # started by torchrun
+    if distributed:
+        dist.init_process_group("gloo")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
     with open("/opt/ml/input/data/training/values.txt") as f:
         values = [float(v) for v in f.read().split()]
     start, w = 0, torch.zeros(1)
@@ -36,7 +39,8 @@ def main() -> None:
     print(f"rank {rank} requirement {probe.origin if probe else None}", flush=True)
     for step in range(start, start + args.steps):
         grad = w - values[rank % len(values)]
-        dist.all_reduce(grad)
+        if distributed:
+            dist.all_reduce(grad)
         w = w - 0.5 * grad / world
         if args.fail == "true" and rank == world - 1:
             raise ValueError(f"rank {rank} found a bad value at step {step}")
@@ -47,7 +51,8 @@ def main() -> None:
         time.sleep(args.sleep)
     if rank == 0:
         torch.save({"w": w}, "/opt/ml/model/model.pt")
-    dist.destroy_process_group()
+    if distributed:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
