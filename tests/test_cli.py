@@ -193,6 +193,18 @@ def test_logs_prefix_every_line_with_its_host(finished: Finished) -> None:
         assert "[algo-1] rank 0 of 1 done, tag=from-flag" in lines
 
 
+def test_logs_into_a_closed_pipe_end_quietly(finished: Finished) -> None:
+    """`ddpjob logs NAME | head`: once the reader is gone, no message, and 141 as git (128 +
+    SIGPIPE); the pipe is closed before the command starts, so its first line meets it."""
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "wb") as closed:
+        logs = subprocess.run([sys.executable, "-m", "ddpjob.cli", "logs", "cli-e2e"],
+                              stdout=closed, stderr=subprocess.PIPE, text=True,
+                              env=finished.env, timeout=CLI_TIMEOUT_S)
+    assert (logs.returncode, logs.stderr) == (141, "")
+
+
 @pytest.mark.slow
 def test_download_model_and_checkpoint(finished: Finished, tmp_path: Path) -> None:
     got = cli("download", "cli-e2e", str(tmp_path / "model"), env=finished.env)
@@ -250,8 +262,8 @@ def test_a_failing_job_exits_1_with_one_line(home: Path) -> None:
     line = one_line(run.stderr)
     assert line.startswith("ddpjob: Training job cli-fails ended Failed: AlgorithmError: host "
                            "algo-1, rank 0"), line
-    assert "ValueError: boom on rank 0" in line
-    assert "[algo-1] " in run.stdout  # the logs were followed
+    assert line.endswith("ValueError: boom on rank 0")  # the cause, not the traceback too
+    assert "[algo-1] " in run.stdout  # the logs were followed (the traceback is there)
 
     follow = cli("logs", "cli-fails", "--follow", env=env)
     assert follow.returncode == 1
@@ -356,6 +368,33 @@ def test_spec_inputs_merge_with_input_flags(home: Path, tmp_path: Path,
     assert_nothing_local(home)
 
 
+def test_spec_locations_are_relative_to_the_spec(tmp_path: Path, home: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture) -> None:
+    """As the README promises: inputs, checkpoint_s3_uri and output_path given as relative paths
+    in a spec are the spec's, not the working folder's; URIs stay as they are."""
+    project = tmp_path / "project"
+    for folder in ("data/train", "data/test"):
+        (project / folder).mkdir(parents=True)
+    spec = write_yaml(project / "job.yaml", {
+        "entry_point": str(NOOP), "inputs": {"train": "data/train", "test": "./data/test",
+                                             "extra": "s3://bucket/extra/"},
+        "checkpoint_s3_uri": "ckpt", "output_path": "out"})
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    request = _dry_run(capsys, "-f", str(spec))
+    channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"]
+                for c in request["InputDataConfig"]}
+    assert channels == {"train": (project / "data/train").as_uri(),
+                        "test": (project / "data/test").as_uri(), "extra": "s3://bucket/extra/"}
+    assert request["CheckpointConfig"]["S3Uri"] == (project / "ckpt").as_uri()
+    assert request["OutputDataConfig"]["S3OutputPath"] == (project / "out").as_uri()
+    one = write_yaml(project / "one.yaml", {"entry_point": str(NOOP), "inputs": "data/train"})
+    request = _dry_run(capsys, "-f", str(one))
+    assert request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == (
+        project / "data/train").as_uri()
+
+
 def test_spec_takes_the_estimators_table_arguments(home: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture) -> None:
     spec = write_yaml(tmp_path / "job.yaml", {
@@ -442,6 +481,10 @@ def test_config_file_forms(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------- bad input, local
 
+#: A "billion laughs": nine levels, each aliasing the previous one nine times (9**9 values).
+LAUGHS = "[&l0 [" + ", ".join(["lol"] * 9) + "], " + ", ".join(
+    f"&l{level} [" + ", ".join([f"*l{level - 1}"] * 9) + "]" for level in range(1, 9)) + "]"
+
 # (id, {file name: content} written in tmp_path, argv ({tmp} -> tmp_path), expected fragments)
 BAD_INPUT: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     # flags
@@ -509,7 +552,11 @@ BAD_INPUT: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
      ["run", "-f", "{tmp}/job.yaml"], ["distribution", "unknown key 'torchrun'"]),
     ("spec-tags-entry", {"job.yaml": {"entry_point": str(NOOP), "tags": [{"Key": "a"}]}},
      ["run", "-f", "{tmp}/job.yaml"], ["tags", "{'Key': 'a'}", "'Value'"]),
+    ("spec-billion-laughs", {"job.yaml": f"entry_point: {NOOP}\nhyperparameters:\n  x: {LAUGHS}\n"},
+     ["run", "-f", "{tmp}/job.yaml"], ["job spec", "aliases (*name) expand to more than 100,000"]),
     # config file (named with --config; DDPJOB_CONFIG names a good one)
+    ("config-billion-laughs", {"c.yaml": f"tags: {{t: {LAUGHS}}}\n"},
+     ["jobs", "list", "--config", "{tmp}/c.yaml"], ["config file", "aliases (*name) expand"]),
     ("config-unknown-key", {"c.yaml": {"bucket": "b"}}, ["jobs", "list", "--config",
                                                           "{tmp}/c.yaml"],
      ["config file", "unknown key 'bucket'", "allowed:", "default_bucket"]),

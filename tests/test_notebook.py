@@ -24,33 +24,42 @@ def _text(cell: dict) -> str:
     )
 
 
-def test_quickstart_notebook_trains_and_opens_the_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    home = tmp_path / "home"
-    monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
+def _execute() -> tuple[nbformat.NotebookNode, list[str]]:
+    """The quickstart run top to bottom in a fresh kernel, and each code cell's text output."""
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(
         notebook, kernel_name="python3", timeout=300,
         resources={"metadata": {"path": str(NOTEBOOK.parent)}},
     )  # fmt: skip
     client.execute()
+    return notebook, [_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
 
-    outputs = [_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
-    setup, fit, curve, model, checkpoints = outputs
-    assert f"python: {sys.executable}" in setup  # the kernel runs this environment's Python
-    assert f"home: {home}" in setup
-    assert "[algo-1] epoch 2/2" in fit and "[algo-2]" in fit
-    assert "Completed" in fit
-    values = [float(v) for v in re.findall(r"from (\S+) to (\S+)", curve)[0]]
-    assert re.search(r"^(\d+) loss values", curve).group(1) != "0" and values[1] < values[0]
-    plot = next(cell for cell in notebook.cells
-                if cell.cell_type == "code" and "training_job_analytics" in cell.source)
-    assert any("image/png" in out.get("data", {}) for out in plot.outputs)  # the plot itself
-    assert "status: Completed" in model
-    assert "history: Starting -> " in model and model.count("Completed") >= 2
-    assert "model.tar.gz holds: ['model.pt']" in model
-    assert f"model_data: {(home / 'output').as_uri()}/mnist-notebook-" in model
-    assert checkpoints.count("Checkpoint(step=") == 2
-    assert "latest checkpoint: step-000000002, epoch 2, loss" in checkpoints
+
+def test_quickstart_notebook_trains_and_opens_the_model_every_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run twice in one home, as a user re-running the notebook: each run trains from scratch
+    (a fixed checkpoint folder made the second job resume after the last epoch, train nothing
+    and plot an empty curve)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
+    for run in (1, 2):
+        notebook, outputs = _execute()
+        setup, fit, curve, model, checkpoints = outputs
+        assert f"python: {sys.executable}" in setup  # the kernel runs this environment's Python
+        assert f"home: {home}" in setup
+        assert "[algo-1] epoch 1/2" in fit and "[algo-1] epoch 2/2" in fit, f"run {run}"
+        assert "[algo-2]" in fit and "Completed" in fit
+        values = [float(v) for v in re.findall(r"from (\S+) to (\S+)", curve)[0]]
+        assert re.search(r"^(\d+) loss values", curve).group(1) != "0" and values[1] < values[0]
+        plot = next(cell for cell in notebook.cells
+                    if cell.cell_type == "code" and "training_job_analytics" in cell.source)
+        assert any("image/png" in out.get("data", {}) for out in plot.outputs)  # the plot itself
+        assert "status: Completed" in model
+        assert "history: Starting -> " in model and model.count("Completed") >= 2
+        assert "model.tar.gz holds: ['model.pt']" in model
+        assert f"model_data: {(home / 'output').as_uri()}/mnist-notebook-" in model
+        assert checkpoints.count("Checkpoint(step=") == 2, f"run {run}: {checkpoints}"
+        assert "latest checkpoint: step-000000002, epoch 2, loss" in checkpoints
+    assert len(list((home / "checkpoints").iterdir())) == 2  # one folder per run
     assert_no_processes(home)

@@ -153,6 +153,7 @@ def main(argv: list[str]) -> int:
     """Run torchrun with `argv`; the exit code (1 when a worker failed, as torchrun)."""
     dist.TCPStore = BoundTCPStore  # before torchrun's modules import the name
     from torch.distributed import run
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher import api
 
@@ -163,6 +164,8 @@ def main(argv: list[str]) -> int:
     except ChildFailedError as error:  # its failures were recorded as torchrun saw them
         log.error("%s", error)
         return 1
+    except SignalException as stop:  # the host was stopped (another failed): already logged,
+        return 128 + int(stop.sigval)  # a traceback here would read like a second crash
     # Done and through the exit barrier: order the agents' exits around the store's holder.
     if args.node_rank == 0 and _servers:
         _wait_for_other_agents(int(str(args.nnodes).split(":")[-1]) - 1)

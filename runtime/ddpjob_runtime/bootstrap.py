@@ -19,7 +19,16 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ddpjob_runtime import contract, failure, hosts, launcher, phases, sm_variables, sourcedir
+from ddpjob_runtime import (
+    checkpoint_layout,
+    contract,
+    failure,
+    hosts,
+    launcher,
+    phases,
+    sm_variables,
+    sourcedir,
+)
 from ddpjob_runtime.entrypoint import check_entry_point
 from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
@@ -70,8 +79,12 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
     if checkpoint_uri and env.platform.get("staged_checkpoint"):
         from ddpjob_runtime import channels as staging
 
-        staging.link_tree(Path(env.platform["staged_checkpoint"]), env.checkpoint_dir)
-        log.info("checkpoint restored: linked from the job's staged copy")
+        staged = Path(env.platform["staged_checkpoint"])
+        staging.link_tree(staged, env.checkpoint_dir)
+        found = checkpoint_layout.steps(path.name for path in staged.iterdir()) \
+            if staged.is_dir() else []
+        log.info("checkpoint restored: %s", f"step {found[-1]} (linked from the job's staged "
+                 f"copy)" if found else "none yet")
     elif checkpoint_uri:
         from ddpjob_runtime import checkpoints
 
@@ -93,6 +106,12 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
             "PYTHONUNBUFFERED": "1",
         }
     )
+    # torchrun sets 1 for several workers per host unless the user set it, and says so in a
+    # 4-line banner on every host of every job: set it as torchrun would, without the banner.
+    hps = env.hyperparameters
+    if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN and \
+            launcher.processes_per_host(hps, gpus) > 1:
+        variables.setdefault("OMP_NUM_THREADS", "1")
     if env.platform.get("status_file"):
         variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
     if env.platform.get("checkpoint_s3_uri"):

@@ -35,6 +35,7 @@ SMDDP_MPI_OPTIONS = "sagemaker_distributed_dataparallel_custom_mpi_options"
 MPI = "sagemaker_mpi_enabled"
 MPI_PROCESSES = "sagemaker_mpi_num_of_processes_per_host"
 MPI_OPTIONS = "sagemaker_mpi_custom_mpi_options"
+PYTORCH_XLA = "sagemaker_pytorch_xla_multi_worker_enabled"  # SageMaker Training Compiler
 INSTANCE_TYPE = "sagemaker_instance_type"
 PROCESSES_PER_HOST = "ddpjob_processes_per_host"
 MAX_RESTARTS = "ddpjob_max_restarts"  # worker restarts torchrun may do

@@ -93,8 +93,17 @@ def _close_process_group() -> None:
         tdist.destroy_process_group()
 
 
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback from the first frame outside this module and runpy: the user's code."""
+    ours = {__file__, runpy.__file__, "<frozen runpy>"}
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in ours:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
 def _failed(exc: BaseException) -> int:
-    tb = traceback.format_exc()
+    tb = _user_traceback(exc)
     sys.stderr.write(tb)
     code = 130 if isinstance(exc, KeyboardInterrupt) else 1
     _record(code, "".join(traceback.format_exception_only(exc)).strip(), tb)
@@ -109,7 +118,7 @@ def run(argv: list[str]) -> int:
     except SystemExit as exc:
         code = _exit_code(exc)
         if code:
-            _record(code, f"SystemExit: {exc.code}", traceback.format_exc())
+            _record(code, f"SystemExit: {exc.code}", _user_traceback(exc))
             return code
     except BaseException as exc:  # noqa: B036 - the user's failure, whatever it is, is recorded
         return _failed(exc)

@@ -74,6 +74,14 @@ def _debugger_hook(value: Any) -> Any:
     return validation.request_dict(value, "debugger_hook_config")
 
 
+def _debugger_hook_part(value: Any, values: Values) -> dict[str, Any]:
+    """As the official SDK: a hook config without S3OutputPath writes to the job's output_path."""
+    if not value:
+        return {}
+    return {"DebugHookConfig": {**value,
+                                "S3OutputPath": value.get("S3OutputPath") or values["output_path"]}}
+
+
 def _vpc_part(key: str) -> Callable[[Any, Values], dict[str, Any]]:
     return lambda value, _: {} if value is None else {"VpcConfig": {key: value}}
 
@@ -152,7 +160,7 @@ ROWS: tuple[Argument, ...] = (
             ("LocalPath (`$DDPJOB_TENSORBOARD_DIR`) uploaded to S3OutputPath every 2 s and at the "
              "end, from the first host")),
     Argument("debugger_hook_config", "DebugHookConfig", _debugger_hook,
-             lambda v, _: {"DebugHookConfig": v} if v else {}, _read("DebugHookConfig"),
+             _debugger_hook_part, _read("DebugHookConfig"),
              NO_EFFECT),
     Argument("disable_profiler", "ProfilerConfig.DisableProfiler", _bool("disable_profiler"),
              lambda v, _: {"ProfilerConfig": {"DisableProfiler": True}} if v else {},
@@ -292,7 +300,8 @@ def merge(target: dict[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def request_part(values: Values) -> dict[str, Any]:
-    """The request members that the rows' (checked) values set."""
+    """The request members that the rows' (checked) values set; `values["output_path"]` is the
+    job's output location (the official SDK's default for some of them)."""
     part: dict[str, Any] = {}
     for row in ROWS:
         merge(part, row.to_request(values.get(row.name), values))

@@ -182,22 +182,35 @@ class BaseSession(abc.ABC):
         `extra_args` are boto3's upload ExtraArgs (e.g. `{"ServerSideEncryption": "aws:kms"}`).
         `callback` is not supported (large transfers show a progress bar).
         """
+        from ddpjob_runtime import storage
+
         from ddpjob import bucket_data
 
         if callback is not None:
             raise UserInputError("callback is not supported by upload_data: leave it out "
                                  "(large uploads show a progress bar)")
-        bucket = self.default_bucket() if bucket is None else bucket_data.check_bucket_name(bucket)
+        bucket = self.default_bucket() if bucket is None else \
+            storage.check_bucket_name(bucket, "bucket")
         return bucket_data.upload(path, self._bucket_root(bucket), key_prefix, extra_args)
 
     def download_data(self, path: str, bucket: str, key_prefix: str = "",
                       extra_args: dict[str, Any] | None = None) -> list[str]:
         """Download the object `key_prefix`, or every object under the folder `key_prefix`, of
         `bucket` into the local folder `path` (relative paths kept); returns the local paths."""
+        from ddpjob_runtime import storage
+
         from ddpjob import bucket_data
 
-        root = self._bucket_root(bucket_data.check_bucket_name(bucket))
+        root = self._bucket_root(storage.check_bucket_name(bucket, "bucket"))
         return bucket_data.download(path, root, key_prefix, extra_args)
+
+    def describe_training_job(self, job_name: str) -> dict[str, Any]:
+        """The DescribeTrainingJob response of `job_name`, as the official session returns it."""
+        return self.describe(job_name)
+
+    def stop_training_job(self, job_name: str) -> None:
+        """Call StopTrainingJob for `job_name` (the official session's name; returns None)."""
+        self.stop(job_name)
 
     def wait_for_job(self, job: str, poll: float = 5) -> dict[str, Any]:
         """Wait until the training job `job` ends, printing its status changes; return its

@@ -21,12 +21,6 @@ from ddpjob.errors import UnsafePathError, UserInputError
 logger = logging.getLogger(__name__)
 
 
-def check_bucket_name(bucket: Any) -> str:
-    """`bucket` when it is an S3 bucket name, else UserInputError."""
-    if not isinstance(bucket, str) or not storage.is_bucket_name(bucket):
-        raise UserInputError(f"bucket {bucket!r} is not an S3 bucket name (3-63 lowercase "
-                             f"letters, digits, dots and hyphens; no s3:// in front)")
-    return bucket
 
 
 def _check_extra_args(extra_args: Mapping[str, Any] | None, direction: str) -> dict | None:

@@ -1,8 +1,8 @@
 """`ddpjob`: run, list, describe, follow, stop and download training jobs from a shell.
 
-Exit codes scripts can rely on: 0 success, 1 the job failed or was stopped, 2 bad input
-(arguments, spec or config file), 3 the control plane or storage refused (AWS, S3, no such job,
-a job that already ended) or ddpjob itself failed. Errors are one line on stderr.
+Exit codes: 0 success, 1 the job failed or was stopped, 2 bad input (arguments, spec, config
+file), 3 the control plane or storage refused (AWS, S3, no such job, a job that already ended)
+or ddpjob failed, 141 (quietly, as git) once the output's reader left (`| head`). Errors: 1 line.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Any
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
 from ddpjob.errors import DdpjobError, JobFailedError, UserInputError
 
-EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_SERVICE = 0, 1, 2, 3
+EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_SERVICE, EXIT_BROKEN_PIPE = 0, 1, 2, 3, 128 + 13
 MAX_LIST_RESULTS = 100  # ListTrainingJobs' MaxResults limit
 DEBUG_ENV = "DDPJOB_DEBUG"  # set: unexpected errors show their traceback
+_CONFIG_HELP = "defaults file (default: $DDPJOB_CONFIG or ~/.ddpjob/config.yaml)"
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -82,8 +83,7 @@ def _add_backend_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("local", "sagemaker"),
                         help="where jobs run (default: what the instance type implies, else "
                              "the config file's backend, else local)")
-    parser.add_argument("--config", help="defaults file (default: $DDPJOB_CONFIG or "
-                                         "~/.ddpjob/config.yaml)")
+    parser.add_argument("--config", help=_CONFIG_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,8 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Show or empty the cache of s3:// channel objects "
                                             "under the local home (limit: DDPJOB_CACHE_MAX_GB).")
     cache.add_argument("cache_command", choices=("info", "clear"))
-    cache.add_argument("--config", help="defaults file (default: $DDPJOB_CONFIG or "
-                                        "~/.ddpjob/config.yaml)")
+    cache.add_argument("--config", help=_CONFIG_HELP)
     return parser
 
 
@@ -361,8 +360,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             check_job_name(args.name, "NAME")
         return _COMMANDS[args.command](args, config)
-    except JobFailedError as exc:
-        _error(str(exc))
+    except BrokenPipeError:  # the reader went away: nothing to say, and no one to say it to
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush too
+        return EXIT_BROKEN_PIPE
+    except JobFailedError as exc:  # the cause; its traceback is in the job's logs
+        _error(exc.summary)
         return EXIT_JOB_FAILED
     except JobNotFoundError as exc:
         name = getattr(args, "name", None)

@@ -11,7 +11,8 @@ The defaults file (`$DDPJOB_CONFIG`, else `~/.ddpjob/config.yaml`)::
     tags: {team: ml}                    # or [{Key: team, Value: ml}]; a run's own tags win
 
 A job spec holds the estimator's keyword arguments plus `inputs` and `job_name`; relative paths
-in it (source_dir, entry_point without a source_dir, dependencies) are relative to its folder.
+in it (source_dir, entry_point without a source_dir, dependencies, inputs, checkpoint_s3_uri,
+output_path, code_location) are relative to its folder.
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
     "tags": ((dict, list), "a mapping of tag keys to values, or a list of {Key: ..., Value: ...}"),
 }
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 # Keys a job spec may hold: the estimator's arguments (its table's rows included) plus what
 # fit() takes.
 SPEC_ESTIMATOR_KEYS = arguments.SPEC_KEYS
 SPEC_FIT_KEYS = frozenset({"inputs", "job_name"})
+# Spec keys that name a folder or a URI: a plain relative path is relative to the spec.
+_SPEC_LOCATIONS = ("inputs", "checkpoint_s3_uri", "output_path", "code_location")
 # Spec keys the CLI merges with flags or config defaults, so their shape is checked on reading.
 _SPEC_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
     "hyperparameters": ((dict,), "a mapping of names to values"),
@@ -76,6 +80,8 @@ class Config:
 def _read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     import yaml
 
+    from ddpjob import yamlfile
+
     try:
         text = path.read_text()
     except OSError as exc:
@@ -83,7 +89,7 @@ def _read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise UserInputError(f"{what} {path}: not a text (UTF-8) file") from None
     try:
-        data = yaml.safe_load(text)
+        data = yamlfile.safe_load(text, f"{what} {path}")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -120,7 +126,7 @@ def _check_config_value(key: str, value: str, where: str) -> None:
                              f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
     if key == "default_bucket" and not storage.is_bucket_name(value):
         raise UserInputError(f"{where}: default_bucket {value!r} is not an S3 bucket name "
-                             f"(3-63 lowercase letters, digits, dots and hyphens)")
+                             f"({storage.BUCKET_RULES})")
     if key == "region" and not _REGION.match(value):
         raise UserInputError(f"{where}: region {value!r} is not an AWS region name such as "
                              f"'us-east-1'")
@@ -170,10 +176,17 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
         if data.get(key) is not None and not isinstance(data[key], types):
             raise UserInputError(f"job spec {spec_path}: {key} must be {allowed_text}, got "
                                  f"{data[key]!r}")
-    if data.get("git_config") is not None:
-        return data  # code paths are inside the repository, cloned at submission
     # Relative paths in a spec are relative to the spec's folder, as in docker-compose files.
     base = spec_path.parent
+    for key in _SPEC_LOCATIONS:
+        if isinstance(data.get(key), str) and not _is_uri(data[key]):
+            data[key] = _relative_to(base, data[key])
+    if isinstance(data.get("inputs"), dict):
+        data["inputs"] = {channel: _relative_to(base, uri)
+                          if isinstance(uri, str) and not _is_uri(uri) else uri
+                          for channel, uri in data["inputs"].items()}
+    if data.get("git_config") is not None:
+        return data  # code paths are inside the repository, cloned at submission
     if isinstance(data.get("source_dir"), str) and not _is_uri(data["source_dir"]):
         data["source_dir"] = _relative_to(base, data["source_dir"])
     elif data.get("source_dir") is None and isinstance(data.get("entry_point"), str):
@@ -192,7 +205,8 @@ def _relative_to(base: Path, path: str) -> str:
 
 
 def _is_uri(value: str) -> bool:
-    return "://" in value
+    """`s3://...`, `file://...`, or a mistyped `s3:/...` (refused later as a URI, not a path)."""
+    return _SCHEME.match(value) is not None
 
 
 def backend_of(instance_type: Any) -> str | None:

@@ -12,6 +12,7 @@
     {"mpi": {"enabled": True, "processes_per_host": 2, "custom_mpi_options": ""}}
     {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {...}}},
      "mpi": {...}} or {..., "torch_distributed": {"enabled": True}}   # SageMaker's SMP library
+    {"pytorchxla": {"enabled": True}}   # SageMaker Training Compiler: ml.* and compiler_config
 
 plus ddpjob's top-level `"processes_per_host": N` (workers per host, 1..MAX_PROCESSES_PER_HOST),
 which becomes `ddpjob_processes_per_host` and, with no strategy enabled, implies torchrun, and
@@ -37,6 +38,7 @@ from ddpjob_runtime.contract import (  # the hyperparameter names, spelled once
     MPI_PROCESSES,
     PROCESSES_PER_HOST,
     PYTORCH_DDP,
+    PYTORCH_XLA,
     SMDDP,
     SMDDP_MPI_OPTIONS,
     TORCH_DISTRIBUTED,
@@ -51,18 +53,18 @@ MP_PARAMETERS = "mp_parameters"
 #: processes on one host is a typo, not a plan (each one is a full Python interpreter).
 MAX_PROCESSES_PER_HOST = 64
 
-STRATEGIES = ("torch_distributed", "pytorchddp", "smdistributed", "mpi")
+STRATEGIES = ("torch_distributed", "pytorchddp", "smdistributed", "mpi", "pytorchxla")
 _KEYS = {
     "torch_distributed": ("enabled",),
+    "pytorchxla": ("enabled",),
     "pytorchddp": ("enabled", "custom_mpi_options"),
     "mpi": ("enabled", "processes_per_host", "custom_mpi_options"),
     "smdistributed.dataparallel": ("enabled", "custom_mpi_options"),
     "smdistributed.modelparallel": ("enabled", "parameters"),
 }
-_OTHER_STRATEGIES = ("parameter_server", "multi_worker_mirrored_strategy", "pytorchxla",
-                     "instance_groups")
+_OTHER_STRATEGIES = ("parameter_server", "multi_worker_mirrored_strategy", "instance_groups")
 #: Strategies that may be given together (SMP runs under mpi or torchrun; the SDK's p5 form).
-_COMBINATIONS = ({"torch_distributed"}, {"smdistributed"}, {"mpi"},
+_COMBINATIONS = ({"torch_distributed"}, {"smdistributed"}, {"mpi"}, {"pytorchxla"},
                  {"torch_distributed", "smdistributed"}, {"mpi", "smdistributed"})
 _EXAMPLE = '{"torch_distributed": {"enabled": True}}'
 
@@ -153,6 +155,8 @@ def _check_keys(distribution: Any) -> dict[str, Any]:
 def _official(parsed: Mapping[str, Any], instance_type: str) -> dict[str, Any]:
     """What `_pytorch_distribution_configuration` sends for the (checked) strategies."""
     hps: dict[str, Any] = {}
+    if "pytorchxla" in parsed:
+        hps[PYTORCH_XLA] = parsed["pytorchxla"]["enabled"]
     if "mpi" in parsed:
         mpi = parsed["mpi"]
         hps[MPI] = mpi["enabled"]
@@ -185,6 +189,10 @@ def distribution_hyperparameters(distribution: Mapping[str, Any] | None, instanc
     if distribution is None:
         return {}
     parsed = _check_keys(distribution)
+    if "pytorchxla" in parsed and not instance_type.startswith("ml."):
+        raise _fail(f"'pytorchxla' (SageMaker Training Compiler) runs only on SageMaker "
+                    f"(ml.* instance types), not on instance_type {instance_type!r}: use "
+                    f"{_EXAMPLE} locally")
     hps = _official(parsed, instance_type)
     if dlc and _data_parallel(hps) and MP_PARAMETERS not in hps:
         hps = {TORCH_DISTRIBUTED: True, INSTANCE_TYPE: instance_type}
@@ -233,6 +241,8 @@ def distribution_from_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, A
         smd["modelparallel"] = {"enabled": True, "parameters": dict(decoded[MP_PARAMETERS])}
     if smd:
         result["smdistributed"] = smd
+    if decoded.get(PYTORCH_XLA) is True:
+        result["pytorchxla"] = {"enabled": True}
     if decoded.get(MPI) is True:
         mpi: dict[str, Any] = {"enabled": True}
         if decoded.get(MPI_PROCESSES):
@@ -248,6 +258,6 @@ def distribution_from_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, A
 
 
 #: Every hyperparameter name this module may set (attach separates them from the user's).
-NAMES = frozenset({TORCH_DISTRIBUTED, PYTORCH_DDP, SMDDP, SMDDP_MPI_OPTIONS, MPI, MPI_PROCESSES,
-                   MPI_OPTIONS, MP_PARAMETERS, INSTANCE_TYPE, PROCESSES_PER_HOST,
+NAMES = frozenset({TORCH_DISTRIBUTED, PYTORCH_DDP, PYTORCH_XLA, SMDDP, SMDDP_MPI_OPTIONS, MPI,
+                   MPI_PROCESSES, MPI_OPTIONS, MP_PARAMETERS, INSTANCE_TYPE, PROCESSES_PER_HOST,
                    MAX_RESTARTS})

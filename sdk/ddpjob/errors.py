@@ -14,10 +14,18 @@ __all__ = ["DdpjobError", "InvalidURIError", "JobFailedError", "ObjectNotFoundEr
 
 
 class JobFailedError(DdpjobError):
-    """A training job ended Failed (or Stopped when the caller waited for completion)."""
+    """A training job ended Failed (or Stopped when the caller waited for completion).
+
+    Read like a compiler error: the first line is the cause (`summary`, what the CLI prints);
+    the lines after it are the rest of the FailureReason as the job wrote it (the other hosts'
+    failures, then the user's traceback).
+    """
 
     def __init__(self, job_name: str, status: str, reason: str):
         self.job_name = job_name
         self.status = status
         self.reason = reason
-        super().__init__(f"Training job {job_name} ended {status}: {reason}")
+        cause, _, details = reason.strip().partition("\n")
+        self.summary = f"Training job {job_name} ended {status}: {cause.strip()}"
+        details = details.strip("\n")
+        super().__init__(self.summary + (f"\n{details}" if details.strip() else ""))

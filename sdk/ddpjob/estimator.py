@@ -22,15 +22,7 @@ from typing import Any
 from ddpjob_runtime import contract, storage
 from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, encode
 
-from ddpjob import (
-    arguments,
-    gitsource,
-    inputs,
-    naming,
-    packaging,
-    uploads,
-    validation,
-)
+from ddpjob import arguments, gitsource, inputs, naming, packaging, uploads, validation
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
@@ -337,8 +329,8 @@ class Estimator(JobResults):
             max_wait=self.max_wait, use_spot_instances=self.use_spot_instances,
             max_retry_attempts=self.max_retry_attempts, environment=self.environment,
             tags=self.tags, checkpoint_s3_uri=self.checkpoint_s3_uri)
-        request = self.session.submit_dryrun(
-            build_request(spec, arguments.request_part(self._table)))
+        part = arguments.request_part({**self._table, "output_path": output_path})
+        request = self.session.submit_dryrun(build_request(spec, part))
         return Plan(request, channel_list, None if self._source.source_uri else code_uri)
 
     def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
@@ -381,11 +373,12 @@ class Estimator(JobResults):
     @classmethod
     def attach(cls, training_job_name: str, sagemaker_session: BaseSession | None = None,
                model_channel_name: str = "model", *, session: BaseSession | None = None,
-               wait: bool = True, logs: bool = True) -> Estimator:
+               wait: bool = True, logs: bool = False) -> Estimator:
         """An estimator for an existing job (started here or elsewhere), made through the
         constructor from the job's description, as the official SDK does. The session
-        defaults to a LocalSession; pass `Session()` for SageMaker jobs. With `wait`, follow
-        the job until it ends."""
+        defaults to a LocalSession; pass `Session()` for SageMaker jobs. With `wait`, wait
+        until the job ends, printing its status (its log lines too with `logs`; as the official
+        SDK, not by default: `estimator.logs()` prints them)."""
         naming.check_job_name(training_job_name, "training_job_name")
         session = _one_session(session, sagemaker_session)
         if session is None:

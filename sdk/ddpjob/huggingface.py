@@ -8,6 +8,7 @@ runtime installed here, like `PyTorch`.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ddpjob import validation
@@ -30,8 +31,11 @@ class HuggingFace(Estimator):
         if tensorflow_version is not None:
             raise UserInputError("tensorflow_version: ddpjob runs PyTorch jobs; use "
                                  "pytorch_version")
-        if compiler_config is not None:
-            raise UserInputError("compiler_config is not supported by ddpjob.HuggingFace")
+        distribution = kwargs.get("distribution")
+        if compiler_config is not None or (isinstance(distribution, Mapping)
+                                           and "pytorchxla" in distribution):
+            raise UserInputError("compiler_config and distribution 'pytorchxla' (SageMaker "
+                                 "Training Compiler) are not supported by ddpjob.HuggingFace")
         self.py_version = validation.optional_str(py_version, "py_version")
         self.transformers_version = validation.optional_str(transformers_version,
                                                             "transformers_version")

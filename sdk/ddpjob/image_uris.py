@@ -5,7 +5,8 @@ one, for `ddpjob.HuggingFace`). Which images exist is the official SDK's registr
 (`image_uri_config/<framework>.json` of v2 or v3, see `official_sdk`), read from the installed
 package's files without importing it: the import alone takes seconds. `training_image_uri` builds
 the URI from that data by the rule of the SDK's `get_training_image_uri` for cpu and gpu instance
-types; the few cases outside that rule (`_needs_sdk`) ask the SDK's own function. A test compares
+types; the few cases outside that rule (model parallel's and the Training Compiler's own
+containers, `_needs_sdk`) ask the SDK's own function. A test compares
 both for every version, Python version, processor and several regions of the installed registry.
 
 Versions, processor (cpu/gpu, from the instance type) and region are checked against the same
@@ -28,7 +29,8 @@ from ddpjob.errors import UserInputError
 PYTORCH = "pytorch"
 HUGGINGFACE = "huggingface"
 #: Repositories of SageMaker's training DLCs that run a `sagemaker_program` through the toolkit.
-DLC_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training", "pytorch-smp")
+DLC_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training", "pytorch-smp",
+                    "pytorch-trcomp-training")
 # <account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>(:<tag>|@<digest>)
 _DLC = re.compile(
     r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/(?P<repo>[^:@]+)"
@@ -84,6 +86,7 @@ class ImageRequest:
     region: str
     distribution: dict[str, Any] | None = None
     pytorch_version: str | None = None  # Hugging Face only: the PyTorch under transformers
+    compiler_config: Any = None  # the official TrainingCompilerConfig: its `-trcomp-` container
 
 
 def _training_config(framework: str) -> dict[str, Any]:
@@ -201,7 +204,7 @@ def _tag(request: ImageRequest, version: str, entry: dict[str, Any], py_version:
     return f"{tag}-{suffix}" if suffix else tag
 
 
-def _sdk_image_uri(request: ImageRequest, version: str, py_version: str) -> str:
+def _sdk_image_uri(request: ImageRequest, version: str, py_version: str | None) -> str:
     image_uris = official_sdk.module("image_uris", _NEEDED_FOR)
     try:
         with warnings.catch_warnings():
@@ -209,7 +212,7 @@ def _sdk_image_uri(request: ImageRequest, version: str, py_version: str) -> str:
             return image_uris.get_training_image_uri(
                 request.region, request.framework, version, py_version,
                 distribution=request.distribution, pytorch_version=request.pytorch_version,
-                instance_type=request.instance_type)
+                instance_type=request.instance_type, compiler_config=request.compiler_config)
     except ValueError as error:
         raise UserInputError("no SageMaker training container: " + " ".join(str(error).split())
                              ) from None
@@ -221,10 +224,11 @@ def training_image_uri(request: ImageRequest) -> str:
     if version is None:
         version, default_py = default_versions()
         request = dataclasses.replace(request, py_version=request.py_version or default_py)
-    if _smp(request.distribution):  # checked by the SDK itself, against pytorch-smp's data
-        if not request.py_version:
-            raise UserInputError("py_version is required with smdistributed modelparallel "
-                                 "(e.g. 'py311')")
+    if _smp(request.distribution) and not request.py_version:
+        raise UserInputError("py_version is required with smdistributed modelparallel "
+                             "(e.g. 'py311')")
+    if _smp(request.distribution) or request.compiler_config is not None:
+        # their own containers (pytorch-smp, the Training Compiler's), checked by the SDK itself
         return _sdk_image_uri(request, version, request.py_version)
     entry, py_version = _check(request, version)
     if _needs_sdk(request, version, entry):

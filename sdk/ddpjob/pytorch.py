@@ -4,6 +4,7 @@ default on `ml.*`."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from ddpjob import validation
@@ -32,13 +33,20 @@ class PyTorch(Estimator):
         ):
             raise UserInputError("compiler_config must be the official SDK's "
                                  "TrainingCompilerConfig")
+        distribution = kwargs.get("distribution")
+        if compiler_config is None and isinstance(distribution, Mapping) and \
+                "pytorchxla" in distribution:
+            raise UserInputError("distribution 'pytorchxla' needs SageMaker Training Compiler, "
+                                 "as in the official SDK: add compiler_config="
+                                 "TrainingCompilerConfig()")
         self.compiler_config = compiler_config
         super().__init__(entry_point, **kwargs)
 
     def _image_request(self) -> ImageRequest:
         return ImageRequest(PYTORCH, self.framework_version, self.py_version,
                             self.instance_type, self.session.region_name or "",
-                            distribution=self.distribution)
+                            distribution=self.distribution,
+                            compiler_config=self.compiler_config)
 
     def _table_defaults(self) -> dict[str, Any]:
         # As the official PyTorch estimator: metrics time series on from PyTorch 1.3.

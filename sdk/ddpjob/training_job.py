@@ -26,9 +26,8 @@ def job_failure(description: dict[str, Any]) -> JobFailedError | None:
     status = description["TrainingJobStatus"]
     if status not in TERMINAL_STATUSES - {"Completed"}:
         return None
-    reason = description.get("FailureReason") or description.get("SecondaryStatus", "")
-    return JobFailedError(description["TrainingJobName"], status,
-                          " ".join(str(reason).split()) or status)
+    reason = str(description.get("FailureReason") or description.get("SecondaryStatus", ""))
+    return JobFailedError(description["TrainingJobName"], status, reason.strip() or status)
 
 
 class TrainingJob:

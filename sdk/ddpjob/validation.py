@@ -46,11 +46,12 @@ def optional_bool(value: Any, argument: str) -> bool | None:
 
 
 def string_list(value: Any, argument: str) -> list[str] | None:
-    """None or a non-empty list of non-empty strings."""
+    """None or a non-empty list of strings (`[""]`, a notebook's placeholder, is passed on as
+    the official SDK passes it: SageMaker answers for it)."""
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value or not all(
-        isinstance(item, str) and item for item in value
+        isinstance(item, str) for item in value
     ):
         raise UserInputError(f"{argument} must be a list of strings, got {value!r}")
     return list(value)
@@ -135,7 +136,10 @@ def metric_definitions(value: Any) -> list[dict[str, str]] | None:
 
 def checkpoint_local_path(value: Any) -> str | None:
     """An absolute path in the container; a relative one is refused (SageMaker requires
-    absolute, and guessing what it is relative to would differ between backends)."""
+    absolute, and guessing what it is relative to would differ between backends). "" is no
+    path: the official SDK sends none for it."""
+    if value == "":
+        return None
     value = optional_str(value, "checkpoint_local_path")
     if value is not None and not value.startswith("/"):
         raise UserInputError(f"checkpoint_local_path {value!r} must be an absolute path on "

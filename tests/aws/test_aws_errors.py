@@ -124,3 +124,34 @@ def test_missing_credentials():
 def test_other_exceptions_pass_through():
     with pytest.raises(KeyError), aws_errors("CreateTrainingJob"):
         raise KeyError("not an AWS error")
+
+
+def test_unreachable_aws_is_one_line_without_botocores_traceback(tmp_path, monkeypatch):
+    """Offline, with credentials but no default bucket: naming the bucket asks STS, which
+    cannot be reached. The Python API raises one line, not botocore's traceback under it."""
+    import traceback
+
+    import boto3
+    from ddpjob import PyTorch
+    from ddpjob.sagemaker.errors import UnreachableError
+    from ddpjob.sagemaker.session import Session
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    (tmp_path / "train.py").write_text("print('training')\n")
+    session = Session(boto3.Session(region_name="us-east-1", aws_access_key_id="fake",
+                                    aws_secret_access_key="fake"))
+    estimator = PyTorch(entry_point="train.py", source_dir=str(tmp_path),
+                        role=REQUEST["RoleArn"], instance_type="ml.m5.xlarge", session=session)
+    with pytest.raises(UnreachableError) as raised:
+        estimator.training_job_request()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("Could not reach AWS for GetCallerIdentity in us-east-1: ")
+    assert "check the network connection" in message
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "botocore/" not in shown and "During handling" not in shown
+    named = Session(boto3.Session(region_name="us-east-1", aws_access_key_id="fake",
+                                  aws_secret_access_key="fake"), default_bucket="my-bucket")
+    with pytest.raises(UnreachableError, match="^Could not reach AWS for HeadBucket"):
+        named.default_bucket()  # what fit() makes sure of before uploading

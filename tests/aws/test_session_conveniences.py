@@ -169,3 +169,17 @@ def test_get_execution_role_reads_the_notebook_metadata(aws_env, tmp_path, monke
     metadata.write_text('{"ExecutionRoleArn": "arn:aws:iam::123456789012:role/Notebook"}')
     monkeypatch.setattr(execution_role, "NOTEBOOK_METADATA_FILE", metadata)
     assert ddpjob.get_execution_role(Session()) == "arn:aws:iam::123456789012:role/Notebook"
+
+
+def test_describe_training_job_has_the_official_sessions_name(
+    aws_env, job_name, training_request
+):
+    """`session.describe_training_job(name)`, as notebooks call the official session (moto has
+    no StopTrainingJob: `stop_training_job` runs on a local job in tests/local/test_jobs.py)."""
+    session = Session()
+    session.submit(training_request(job_name))
+    described = session.describe_training_job(job_name)
+    assert described["TrainingJobName"] == job_name
+    assert described["TrainingJobStatus"] == session.describe(job_name)["TrainingJobStatus"]
+    with pytest.raises(UserInputError, match="job_name"):
+        session.describe_training_job("../x")

@@ -209,3 +209,27 @@ def test_a_job_spec_takes_every_estimator_argument() -> None:
     named = {name for name, p in parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD}
     assert named - {"self", "session", "compiler_config"} == arguments.PARAMETERS
     assert arguments.PARAMETERS | set(arguments.BY_NAME) == SPEC_ESTIMATOR_KEYS
+
+
+def test_a_debugger_hook_without_output_path_writes_to_the_jobs_output(
+        make: Any, s3_bucket: str) -> None:
+    """As the official SDK (`_prepare_debugger_for_training`): S3OutputPath defaults to the
+    estimator's output_path, and the rest of the hook config is kept."""
+    from sagemaker.debugger import DebuggerHookConfig
+
+    hook = DebuggerHookConfig(hook_parameters={"train.save_interval": "100"})
+    request = make(debugger_hook_config=hook).training_job_request(job_name="dbg-1")
+    assert request["DebugHookConfig"]["S3OutputPath"] == f"s3://{s3_bucket}/out"
+    assert request["DebugHookConfig"]["HookParameters"] == {"train.save_interval": "100"}
+    given = make(debugger_hook_config={"S3OutputPath": f"s3://{s3_bucket}/debug"})
+    assert given.training_job_request(job_name="dbg-2")["DebugHookConfig"] == {
+        "S3OutputPath": f"s3://{s3_bucket}/debug"}
+
+
+def test_notebook_placeholders_pass_as_the_official_sdk_passes_them(make: Any) -> None:
+    """`checkpoint_local_path=""` sends no LocalPath (the SDK tests it for truth); `[""]`
+    subnets and security groups reach the request as they are, for SageMaker to answer."""
+    request = make(checkpoint_local_path="", subnets=[""], security_group_ids=[""]
+                   ).training_job_request(job_name="blank-1")
+    assert "LocalPath" not in request["CheckpointConfig"]
+    assert request["VpcConfig"] == {"Subnets": [""], "SecurityGroupIds": [""]}

@@ -256,3 +256,33 @@ def test_aws_bad_input(case: str, changes: dict, fit_kwargs: dict | None, match:
 def test_bad_input_count() -> None:
     """The issue asks for at least 25 distinct bad-input cases."""
     assert len(LOCAL_CASES) + len(AWS_CASES) >= 25
+
+
+@pytest.mark.parametrize(("name", "valid"), [
+    ("b", False), ("My_Bucket", False), ("a..b", False), ("-bucket", False),
+    ("192.168.5.4", False), ("my-bucket.v2", True), ("sagemaker-us-east-1-123456789012", True),
+])
+def test_one_bucket_naming_rule_everywhere(name: str, valid: bool, tmp_path: Path) -> None:
+    """S3's naming rules, checked in one place: a `Session(default_bucket=...)`, an `s3://` URI
+    (output_path, inputs, ...), `download_data(path, bucket)` and the config file agree."""
+    from ddpjob.config import load_config
+    from ddpjob.sagemaker.session import Session
+    from ddpjob_runtime import storage
+
+    boto = boto3.Session(region_name="us-east-1", aws_access_key_id="fake",
+                         aws_secret_access_key="fake")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"default_bucket: '{name}'\n")
+    checks = {
+        "Session": lambda: Session(boto, default_bucket=name),
+        "URI": lambda: storage.parse(f"s3://{name}/out", argument="output_path"),
+        "download_data": lambda: Session(boto).download_data(str(tmp_path / "d"), name, "k"),
+        "config": lambda: load_config(config),
+    }
+    for where, check in checks.items():
+        if valid and where != "download_data":  # a valid name would go on to S3
+            check()
+        elif not valid:
+            with pytest.raises(UserInputError, match="is not an S3 bucket name") as raised:
+                check()
+            assert "not an IP address" in str(raised.value), where

@@ -199,3 +199,31 @@ def test_plain_estimator_on_sagemaker_needs_an_image(make: Any) -> None:
 
     with pytest.raises(UserInputError, match="image_uri is required for an Estimator"):
         make(Estimator).training_job_request(job_name="e-1")
+
+
+def test_training_compiler_is_sent_as_the_official_sdk_sends_it(
+        make: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pytorchxla` with a TrainingCompilerConfig: the `-trcomp-` container and the SDK's
+    hyperparameters on ml.*; without the config (as the SDK) or locally, one line."""
+    compiler = official("pytorch").TrainingCompilerConfig()
+    request = make(framework_version="1.13.1", py_version="py39", instance_type="ml.g5.12xlarge",
+                   compiler_config=compiler, distribution={"pytorchxla": {"enabled": True}},
+                   ).training_job_request(job_name="trcomp-1")
+    assert request["AlgorithmSpecification"]["TrainingImage"] == official_image(
+        "pytorch", "1.13.1", "py39", "ml.g5.12xlarge", compiler_config=compiler)
+    hps = request["HyperParameters"]
+    assert hps["sagemaker_pytorch_xla_multi_worker_enabled"] == "true"
+    assert hps["sagemaker_training_compiler_enabled"] == "true"
+    with pytest.raises(UserInputError, match="'pytorchxla' needs SageMaker Training Compiler"):
+        make(instance_type="ml.g5.12xlarge", distribution={"pytorchxla": {"enabled": True}})
+    monkeypatch.setenv("DDPJOB_HOME", str(tmp_path / "home"))
+    with pytest.raises(UserInputError, match="'pytorchxla' .* runs only on SageMaker"):
+        make(instance_type="local", session=None, compiler_config=compiler,
+             distribution={"pytorchxla": {"enabled": True}})
+
+
+def test_hugging_face_refuses_the_training_compiler(make: Any) -> None:
+    """Without its compiler_config, a `pytorchxla` request would miss the compiler's container."""
+    with pytest.raises(UserInputError, match="'pytorchxla' .* not supported by ddpjob.Hugg"):
+        make(HuggingFace, transformers_version="4.28.1", pytorch_version="2.0.0",
+             py_version="py310", distribution={"pytorchxla": {"enabled": True}})

@@ -114,6 +114,9 @@ def test_local_gpu_needs_a_gpu_per_host(
         session.sagemaker_client.create_training_job(**request)
     with pytest.raises(InvalidRequestError, match="needs at least 2 GPU"):
         session.submit(request)
+    assert not (session.home / "jobs").exists() or not list((session.home / "jobs").iterdir())
+    # A dry run asks nothing of this machine: the request of a GPU job is built on a laptop.
+    assert session.submit_dryrun(request)["ResourceConfig"]["InstanceCount"] == 2
 
 
 def test_jobs_that_fail_before_the_script_list_and_clash(session: LocalSession) -> None:

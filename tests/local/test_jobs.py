@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
-from ddpjob.errors import UserInputError
+from ddpjob import PyTorch
+from ddpjob.errors import JobFailedError, UserInputError
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import (
@@ -95,23 +96,44 @@ def _assert_private(home: Path) -> None:
 
 
 def test_a_failing_rank_fails_the_job_and_stops_every_host(
-    session: LocalSession, tmp_path: Path
+    session: LocalSession, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """Rank 1 (on algo-2) raises: the job ends Failed naming host, rank and exception."""
+    """Rank 3 (on algo-2) raises: the job ends Failed naming host, rank and exception, and the
+    failure reads like a compiler error: the cause first, then the user's traceback, nothing
+    misleading around it (no traceback from the stopped host, no torchrun banner, no
+    checkpoint said to be restored when there was none, no replay of the logs on attach)."""
     source = source_tar(tmp_path / "src", JOBS / "fail_rank.py")
     session.sagemaker_client.create_training_job(**training_request(
-        session, "fails", source, "fail_rank.py", hosts=2, workers=1,
-        hyperparameters={"fail-rank": "1"},
+        session, "fails", source, "fail_rank.py", hosts=2, workers=2,
+        hyperparameters={"fail-rank": "3", "others-sleep": "1"},
+        CheckpointConfig={"S3Uri": (tmp_path / "ckpt").as_uri()},
     ))  # fmt: skip
     job = wait_until_ended(session, "fails")
     assert job["TrainingJobStatus"] == "Failed"
     assert job["SecondaryStatus"] == "Failed"
     reason = job["FailureReason"]
-    assert reason.startswith("AlgorithmError: host algo-2, rank 1"), reason
-    assert "ValueError: boom on rank 1" in reason
+    assert reason.startswith("AlgorithmError: host algo-2, rank 3"), reason
+    assert "ValueError: boom on rank 3" in reason
     assert len(reason) <= 1024
     assert _statuses(job)[-1] == "Failed"
-    assert "ValueError: boom on rank 1" in log_text(session, "fails", "algo-2")
+    logs = {host: log_text(session, "fails", host) for host in ("algo-1", "algo-2")}
+    assert "ValueError: boom on rank 3" in logs["algo-2"]
+    assert "received signal 15: stopping the workers" in logs["algo-1"]  # what happened
+    assert "Traceback" not in logs["algo-1"]  # and no SignalException's, like a second crash
+    for text in logs.values():
+        assert "OMP_NUM_THREADS" not in text  # set for the workers as torchrun would, quietly
+        assert "checkpoint restored: none yet" in text and "staged copy" not in text
+
+    with pytest.raises(JobFailedError) as raised:
+        PyTorch.attach("fails", session=session)  # waits, as the official SDK, without logs
+    assert "[algo-" not in capsys.readouterr().out
+    cause, *details = str(raised.value).splitlines()
+    assert cause == ("Training job fails ended Failed: AlgorithmError: host algo-2, rank 3, "
+                     "exit code 1: ValueError: boom on rank 3")
+    assert raised.value.summary == cause
+    traceback = details[details.index("Traceback (most recent call last):"):]
+    assert "fail_rank.py" in traceback[1] and "worker.py" not in "\n".join(traceback)
+    assert traceback[-1] == "ValueError: boom on rank 3"
     assert_no_processes(session.home)
 
 
@@ -127,9 +149,9 @@ ATTACH = textwrap.dedent("""
             sleeping.add(host)
         if len(sleeping) == 2:
             break
-    job = session.describe(name)
+    job = session.describe_training_job(name)  # the official session's names
     listed = [j["TrainingJobName"] for j in session.list()]
-    session.stop(name)
+    assert session.stop_training_job(name) is None
     print(json.dumps({"status": job["TrainingJobStatus"], "secondary": job["SecondaryStatus"],
                       "listed": listed, "hosts": sorted(sleeping)}))
 """)
@@ -138,7 +160,8 @@ ATTACH = textwrap.dedent("""
 def test_attach_describe_and_stop_from_another_process(
     session: LocalSession, tmp_path: Path
 ) -> None:
-    """A second process follows the logs, describes, lists and stops a running job."""
+    """A second process follows the logs, describes, lists and stops a running job (with the
+    official session's `describe_training_job` and `stop_training_job`)."""
     source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
     session.sagemaker_client.create_training_job(**training_request(
         session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1,

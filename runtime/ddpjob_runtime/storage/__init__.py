@@ -24,12 +24,22 @@ from ddpjob_runtime import fsutil
 from ddpjob_runtime.errors import ObjectNotFoundError, StorageError, UnsafePathError
 from ddpjob_runtime.storage import s3
 from ddpjob_runtime.storage.s3 import client
-from ddpjob_runtime.storage.uris import Location, as_folder, is_bucket_name, is_s3, join, parse
+from ddpjob_runtime.storage.uris import (
+    BUCKET_RULES,
+    Location,
+    as_folder,
+    check_bucket_name,
+    is_bucket_name,
+    is_s3,
+    join,
+    parse,
+)
 
-__all__ = ["Listing", "Location", "ObjectInfo", "as_folder", "check_bucket", "client",
-           "content_sha256", "delete", "delete_prefix", "download_file", "download_objects",
-           "download_prefix", "exists", "is_bucket_name", "is_s3", "join", "list_objects",
-           "list_prefix", "parse", "read_bytes", "sha256_file", "upload_dir", "upload_file"]
+__all__ = ["BUCKET_RULES", "Listing", "Location", "ObjectInfo", "as_folder", "check_bucket",
+           "check_bucket_name", "client", "content_sha256", "delete", "delete_prefix",
+           "download_file", "download_objects", "download_prefix", "exists", "is_bucket_name",
+           "is_s3", "join", "list_objects", "list_prefix", "parse", "read_bytes", "sha256_file",
+           "upload_dir", "upload_file"]
 
 log = logging.getLogger(__name__)
 sha256_file = fsutil.sha256_file

@@ -18,6 +18,10 @@ from ddpjob_runtime.errors import InvalidURIError, UnsafePathError
 from ddpjob_runtime.fsutil import contained
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+_IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
+#: S3's naming rules for buckets, as every message about a bucket name says them.
+BUCKET_RULES = ("3-63 lowercase letters, digits, dots and hyphens, starting and ending with a "
+                "letter or digit, no '..', not an IP address")
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
 #: The bucket that is a folder on this machine (`LocalSession().default_bucket()`).
 LOCAL_BUCKET = "sagemaker-local"
@@ -40,9 +44,19 @@ class Location:
         return self.scheme == "s3"
 
 
-def is_bucket_name(name: str) -> bool:
-    """Whether `name` is a valid S3 bucket name (3-63 lowercase letters, digits, dots, hyphens)."""
-    return bool(_BUCKET.match(name)) and ".." not in name
+def is_bucket_name(name: Any) -> bool:
+    """Whether `name` follows S3's bucket naming rules (`BUCKET_RULES`): the one check of a
+    bucket name, for URIs, `default_bucket`, `upload_data(bucket=...)` and the config file."""
+    return isinstance(name, str) and bool(_BUCKET.match(name)) and ".." not in name \
+        and not _IP_ADDRESS.match(name)
+
+
+def check_bucket_name(name: Any, argument: str) -> str:
+    """`name` when it is an S3 bucket name, else InvalidURIError naming `argument`."""
+    if not is_bucket_name(name):
+        raise InvalidURIError(f"{argument} {name!r} is not an S3 bucket name ({BUCKET_RULES}; "
+                              f"no s3:// in front)")
+    return name
 
 
 def parse(uri: Any, argument: str = "uri") -> Location:
@@ -60,8 +74,8 @@ def parse(uri: Any, argument: str = "uri") -> Location:
         bucket, _, key = uri[len("s3://"):].partition("/")
         if not is_bucket_name(bucket):
             raise InvalidURIError(
-                f"{argument} {uri!r}: {bucket!r} is not an S3 bucket name (3-63 lowercase "
-                f"letters, digits, dots and hyphens); use s3://<bucket>/<key>")
+                f"{argument} {uri!r}: {bucket!r} is not an S3 bucket name ({BUCKET_RULES}); "
+                f"use s3://<bucket>/<key>")
         root = os.environ.get(LOCAL_BUCKET_ENV) if bucket == LOCAL_BUCKET else None
         if root:
             return Location(uri=uri, scheme="file", path=_in_local_bucket(root, key, argument))

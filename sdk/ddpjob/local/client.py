@@ -66,8 +66,9 @@ class LocalSageMakerClient:
         self.reserve(request["TrainingJobName"])
         return self.create_reserved(request)
 
-    def checked_request(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The request as this client would create it, or the error it would answer (pure)."""
+    def checked_request(self, kwargs: dict[str, Any], machine: bool = True) -> dict[str, Any]:
+        """The request as this client would create it, or the error it would answer (pure).
+        `machine=False` (a dry run) leaves out what this machine must have (GPUs)."""
         validation.check_shape("CreateTrainingJob", kwargs)
         request = copy.deepcopy(kwargs)
         if request["OutputDataConfig"]["S3OutputPath"] == "":
@@ -75,7 +76,7 @@ class LocalSageMakerClient:
             output = (self.store.home / "output").absolute().as_uri()
             request["OutputDataConfig"]["S3OutputPath"] = output
         kind = (request.get("ResourceConfig") or {}).get("InstanceType")
-        visible = len(gpus.visible_gpus()) if kind == "local_gpu" else None
+        visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
         validation.check_create(request, visible)
         return request
 

@@ -117,7 +117,7 @@ class LocalSession(BaseSession):
 
         check_local_request(request)
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
-            return self._client.checked_request(dict(request))
+            return self._client.checked_request(dict(request), machine=False)
 
     def submit(self, request: Mapping[str, Any], stage: Stage | None = None):
         """See `BaseSession.submit`; what `stage` writes is private to the user."""
@@ -134,6 +134,7 @@ class LocalSession(BaseSession):
         if not dlc_host.is_dlc_request(request):  # the DLC's toolkits bring their own torch
             require_torch()
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
+            self._client.checked_request(request)  # and what this machine must have (GPUs)
             self._client.reserve(request["TrainingJobName"])
 
     def _release(self, job_name: str) -> None:

@@ -115,7 +115,7 @@ def _check_channels(op: str, channels: list[dict[str, Any]]) -> None:
 def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> None:
     """What SageMaker's server checks in a CreateTrainingJob request, and what local mode needs.
 
-    `visible_gpus` is the number of GPUs of this machine (only needed for "local_gpu").
+    `visible_gpus` is the number of GPUs of this machine ("local_gpu"; None: not checked).
     """
     op = "CreateTrainingJob"
     check_job_name(op, request["TrainingJobName"])
@@ -140,11 +140,11 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             f"CPU type such as 'ml.m5.xlarge' (CPU, gloo), 'local_gpu' (NCCL, this machine's "
             f"GPUs), or a SageMaker Session for {kind!r}",
         )
-    if kind == "local_gpu" and (visible_gpus or 0) < count:
+    if kind == "local_gpu" and visible_gpus is not None and visible_gpus < count:
         raise client_error(
             op,
             f"InstanceType 'local_gpu' with InstanceCount {count} needs at least {count} "
-            f"GPU(s), one set per simulated host; this machine has {visible_gpus or 0}",
+            f"GPU(s), one set per simulated host; this machine has {visible_gpus}",
         )
     hps = request.get("HyperParameters") or {}
     if hostkind.needs_program(request) and not hps.get("sagemaker_program"):

@@ -52,6 +52,10 @@ class CredentialsError(AwsError):
     """No usable AWS credentials were found."""
 
 
+class UnreachableError(AwsError):
+    """AWS could not be reached: no network, a proxy, or a wrong endpoint."""
+
+
 class InvalidRequestError(AwsError, UserInputError):
     """SageMaker rejected the request's content (ValidationException)."""
 
@@ -162,10 +166,12 @@ def aws_errors(
     """Raise a ddpjob error (chained to the original) for any AWS error inside the block."""
     from botocore.exceptions import (
         ClientError,
+        HTTPClientError,
         NoCredentialsError,
         ParamValidationError,
         PartialCredentialsError,
     )
+    from botocore.exceptions import ConnectionError as BotoConnectionError
 
     try:
         yield
@@ -187,3 +193,11 @@ def aws_errors(
             f"login`), or set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
             code=type(error).__name__, operation=operation,
         ) from error
+    except (BotoConnectionError, HTTPClientError) as error:
+        # botocore already retried; its 80-line traceback says no more than this line.
+        where = f" in {region}" if region else ""
+        raise UnreachableError(
+            f"Could not reach AWS for {operation}{where}: {_one_line(str(error))}: check the "
+            f"network connection (or AWS_ENDPOINT_URL, a proxy)",
+            code=type(error).__name__, operation=operation,
+        ) from None

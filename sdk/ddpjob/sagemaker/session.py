@@ -8,6 +8,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ddpjob_runtime import storage
+
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
@@ -90,7 +92,8 @@ class Session(BaseSession):
         self._logs_client = logs_client or self.boto_session.client(
             "logs", region_name=region, config=Config(retries=_LOG_RETRIES)
         )
-        self._bucket_override = default_bucket
+        self._bucket_override = None if default_bucket is None else \
+            storage.check_bucket_name(default_bucket, "default_bucket")
         self._default_bucket: str | None = None
         self._account: str | None = None
         self.log_polling = log_polling or LogPolling()
@@ -231,7 +234,9 @@ class Session(BaseSession):
         if self._default_bucket is None:
             name = self.default_bucket_name()
             chosen_by_us = not self._bucket_override
-            self._ensure_bucket(name, expected_owner=self.account_id() if chosen_by_us else None)
+            owner = self.account_id() if chosen_by_us else None
+            with aws_errors("HeadBucket", region=self._region):  # offline: one line
+                self._ensure_bucket(name, expected_owner=owner)
             self._default_bucket = name
         return self._default_bucket
 

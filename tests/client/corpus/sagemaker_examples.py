@@ -7,6 +7,9 @@ ROLE (a fake role ARN), SESSION (the test's ddpjob.Session), GIT_CONFIG (a local
 repository holding the call's source_dir and entry point), RULES (Debugger rules), S3 URIs in
 the bucket `ddpjob-corpus-bucket`, `instance_type` ml.p4d.24xlarge and `instance_count` 2
 where the notebook computes them, sample hyperparameters. Identical calls are listed once.
+Objects the notebooks build are kept as they build them (a DebuggerHookConfig without
+s3_output_path stays without one); a notebook that picks `local_gpu` or `local` by the machine
+is listed once per branch; `**estimator_args` calls are expanded.
 """
 # ruff: noqa: E501
 
@@ -14,7 +17,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sagemaker.debugger import DebuggerHookConfig, ProfilerConfig, TensorBoardOutputConfig
+from sagemaker.debugger import (
+    CollectionConfig,
+    DebuggerHookConfig,
+    ProfilerConfig,
+    TensorBoardOutputConfig,
+)
 from sagemaker.instance_group import InstanceGroup
 from sagemaker.pytorch import TrainingCompilerConfig
 
@@ -886,7 +894,14 @@ CALLS = [
           'framework_version': '1.7.1',
           'py_version': 'py3',
           'instance_count': 1,
-          'instance_type': 'ml.p4d.24xlarge'}),
+          'instance_type': 'local_gpu'}),
+    # aws/amazon-sagemaker-examples: archived/pytorch_cnn_cifar10/pytorch_local_mode_cifar10.ipynb (no GPU)
+    Call("archived/pytorch_cnn_cifar10/pytorch_local_mode_cifar10.ipynb", {'entry_point': 'source/cifar10.py',
+          'role': ROLE,
+          'framework_version': '1.7.1',
+          'py_version': 'py3',
+          'instance_count': 1,
+          'instance_type': 'local'}),
     # aws/amazon-sagemaker-examples: archived/pytorch_horovod_mnist/pytorch_mnist_horovod.ipynb
     Call("archived/pytorch_horovod_mnist/pytorch_mnist_horovod.ipynb", {'entry_point': 'mnist.py',
           'source_dir': 'code',
@@ -967,7 +982,7 @@ CALLS = [
                                  {'Name': 'eval:acc', 'Regex': 'acc:(.*?)'}],
           'enable_sagemaker_metrics': True,
           'hyperparameters': {'epochs': 10},
-          'debugger_hook_config': DebuggerHookConfig(s3_output_path='s3://ddpjob-corpus-bucket/debug')}),
+          'debugger_hook_config': DebuggerHookConfig(collection_configs=[CollectionConfig(name='custom_collection', parameters={'include_regex': '.*relu|.*weight|.*bias|.*running_mean|.*running_var|.*CrossEntropyLoss', 'save_interval': '100'})])}),
     # aws/amazon-sagemaker-examples: archived/sagemaker-debugger/pytorch_iterative_model_pruning/iterative_model_pruning_resnet.ipynb
     Call("archived/sagemaker-debugger/pytorch_iterative_model_pruning/iterative_model_pruning_resnet.ipynb", {'role': ROLE,
           'instance_count': 1,
@@ -981,7 +996,7 @@ CALLS = [
                                  {'Name': 'eval:acc', 'Regex': 'acc:(.*?)'}],
           'enable_sagemaker_metrics': True,
           'hyperparameters': {'epochs': 10},
-          'debugger_hook_config': DebuggerHookConfig(s3_output_path='s3://ddpjob-corpus-bucket/debug')}),
+          'debugger_hook_config': DebuggerHookConfig(collection_configs=[CollectionConfig(name='custom_collection', parameters={'include_regex': '.*relu|.*weight|.*bias|.*running_mean|.*running_var|.*CrossEntropyLoss', 'save_interval': '100'})])}),
     # aws/amazon-sagemaker-examples: archived/sagemaker-debugger/pytorch_model_debugging/pytorch_script_change_smdebug.ipynb
     Call("archived/sagemaker-debugger/pytorch_model_debugging/pytorch_script_change_smdebug.ipynb", {'entry_point': 'scripts/pytorch_mnist.py',
           'base_job_name': 'smdebugger-demo-mnist-pytorch',
@@ -994,7 +1009,7 @@ CALLS = [
           'framework_version': '1.8',
           'py_version': 'py36',
           'rules': RULES,
-          'debugger_hook_config': DebuggerHookConfig(s3_output_path='s3://ddpjob-corpus-bucket/debug')}),
+          'debugger_hook_config': DebuggerHookConfig(hook_parameters={'train.save_interval': '100', 'eval.save_interval': '10'})}),
     # aws/amazon-sagemaker-examples: archived/sagemaker-debugger/pytorch_profiling/pt-resnet-profiling-multi-gpu-multi-node.ipynb
     Call("archived/sagemaker-debugger/pytorch_profiling/pt-resnet-profiling-multi-gpu-multi-node.ipynb", {'role': ROLE,
           'image_uri': '763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:1.12.0-gpu-py38',
@@ -1299,4 +1314,92 @@ CALLS = [
           'instance_type': 'ml.c4.xlarge',
           'py_version': 'py310',
           'hyperparameters': {'epochs': 6, 'backend': 'gloo'}}),
+    # aws/amazon-sagemaker-examples: archived/pytorch_multiple_gpu_single_node/gpt-2.ipynb
+    Call("archived/pytorch_multiple_gpu_single_node/gpt-2.ipynb", {'source_dir': 'scripts',
+          'entry_point': 'run_clm.py',
+          'instance_type': 'ml.g5.12xlarge',
+          'instance_count': 1,
+          'role': ROLE,
+          'py_version': 'py39',
+          'framework_version': '1.13.1',
+          'volume_size': 100,
+          'disable_profiler': True,
+          'debugger_hook_config': False,
+          'base_job_name': 'trcomp-pt-example',
+          'metric_definitions': [{'Name': 'summary_train_runtime', 'Regex': "'train_runtime': ([0-9.]*)"},
+                                 {'Name': 'summary_train_samples_per_second', 'Regex': "'train_samples_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_steps_per_second', 'Regex': "'train_steps_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_loss', 'Regex': "'train_loss': ([0-9.]*)"},
+                                 {'Name': 'epoch', 'Regex': "'epoch': ([0-9.]*)"},
+                                 {'Name': 'train_loss', 'Regex': "'loss': ([0-9.]*)"},
+                                 {'Name': 'learning_rate', 'Regex': "'learning_rate': ([0-9.]*)"}],
+          'hyperparameters': {'model_type': 'gpt2', 'tokenizer_name': 'gpt2', 'dataset_name': 'glue', 'dataset_config_name': 'sst2', 'do_train': True, 'fp16': True, 'num_train_epochs': 100, 'block_size': 512, 'output_dir': '/opt/ml/model'},
+          'sagemaker_session': SESSION}),
+    # aws/amazon-sagemaker-examples: archived/pytorch_multiple_gpu_single_node/gpt-2.ipynb (Training Compiler)
+    Call("archived/pytorch_multiple_gpu_single_node/gpt-2.ipynb", {'source_dir': 'scripts',
+          'entry_point': 'run_clm.py',
+          'instance_type': 'ml.g5.12xlarge',
+          'instance_count': 1,
+          'role': ROLE,
+          'py_version': 'py39',
+          'framework_version': '1.13.1',
+          'volume_size': 100,
+          'disable_profiler': True,
+          'debugger_hook_config': False,
+          'base_job_name': 'trcomp-pt-example',
+          'metric_definitions': [{'Name': 'summary_train_runtime', 'Regex': "'train_runtime': ([0-9.]*)"},
+                                 {'Name': 'summary_train_samples_per_second', 'Regex': "'train_samples_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_steps_per_second', 'Regex': "'train_steps_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_loss', 'Regex': "'train_loss': ([0-9.]*)"},
+                                 {'Name': 'epoch', 'Regex': "'epoch': ([0-9.]*)"},
+                                 {'Name': 'train_loss', 'Regex': "'loss': ([0-9.]*)"},
+                                 {'Name': 'learning_rate', 'Regex': "'learning_rate': ([0-9.]*)"}],
+          'hyperparameters': {'model_type': 'gpt2', 'tokenizer_name': 'gpt2', 'dataset_name': 'glue', 'dataset_config_name': 'sst2', 'do_train': True, 'fp16': True, 'num_train_epochs': 100, 'block_size': 512, 'output_dir': '/opt/ml/model'},
+          'compiler_config': TrainingCompilerConfig(),
+          'distribution': {'pytorchxla': {'enabled': True}},
+          'sagemaker_session': SESSION}),
+    # aws/amazon-sagemaker-examples: build_and_train_models/sm-training_compiler_language_modeling_multi_gpu_multi_node/sm-training_compiler_language_modeling_multi_gpu_multi_node.ipynb
+    Call("build_and_train_models/sm-training_compiler_language_modeling_multi_gpu_multi_node/sm-training_compiler_language_modeling_multi_gpu_multi_node.ipynb", {'source_dir': './scripts',
+          'entry_point': 'run_clm.py',
+          'instance_type': 'ml.p4d.24xlarge',
+          'instance_count': 2,
+          'role': ROLE,
+          'py_version': 'py39',
+          'framework_version': '1.13.1',
+          'volume_size': 512,
+          'disable_profiler': True,
+          'debugger_hook_config': False,
+          'base_job_name': 'trcomp-pt-example',
+          'metric_definitions': [{'Name': 'summary_train_runtime', 'Regex': "'train_runtime': ([0-9.]*)"},
+                                 {'Name': 'summary_train_samples_per_second', 'Regex': "'train_samples_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_steps_per_second', 'Regex': "'train_steps_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_loss', 'Regex': "'train_loss': ([0-9.]*)"},
+                                 {'Name': 'epoch', 'Regex': "'epoch': ([0-9.]*)"},
+                                 {'Name': 'train_loss', 'Regex': "'loss': ([0-9.]*)"},
+                                 {'Name': 'learning_rate', 'Regex': "'learning_rate': ([0-9.]*)"}],
+          'hyperparameters': {'model_type': 'gpt2', 'tokenizer_name': 'gpt2', 'dataset_name': 'wikitext', 'dataset_config_name': 'wikitext-103-v1', 'do_train': True, 'num_train_epochs': 5, 'block_size': 512, 'output_dir': '/opt/ml/model'},
+          'sagemaker_session': SESSION}),
+    # aws/amazon-sagemaker-examples: build_and_train_models/sm-training_compiler_language_modeling_multi_gpu_multi_node/sm-training_compiler_language_modeling_multi_gpu_multi_node.ipynb (Training Compiler)
+    Call("build_and_train_models/sm-training_compiler_language_modeling_multi_gpu_multi_node/sm-training_compiler_language_modeling_multi_gpu_multi_node.ipynb", {'source_dir': './scripts',
+          'entry_point': 'run_clm.py',
+          'instance_type': 'ml.p4d.24xlarge',
+          'instance_count': 2,
+          'role': ROLE,
+          'py_version': 'py39',
+          'framework_version': '1.13.1',
+          'volume_size': 512,
+          'disable_profiler': True,
+          'debugger_hook_config': False,
+          'base_job_name': 'trcomp-pt-example',
+          'metric_definitions': [{'Name': 'summary_train_runtime', 'Regex': "'train_runtime': ([0-9.]*)"},
+                                 {'Name': 'summary_train_samples_per_second', 'Regex': "'train_samples_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_steps_per_second', 'Regex': "'train_steps_per_second': ([0-9.]*)"},
+                                 {'Name': 'summary_train_loss', 'Regex': "'train_loss': ([0-9.]*)"},
+                                 {'Name': 'epoch', 'Regex': "'epoch': ([0-9.]*)"},
+                                 {'Name': 'train_loss', 'Regex': "'loss': ([0-9.]*)"},
+                                 {'Name': 'learning_rate', 'Regex': "'learning_rate': ([0-9.]*)"}],
+          'hyperparameters': {'model_type': 'gpt2', 'tokenizer_name': 'gpt2', 'dataset_name': 'wikitext', 'dataset_config_name': 'wikitext-103-v1', 'do_train': True, 'num_train_epochs': 5, 'block_size': 512, 'output_dir': '/opt/ml/model'},
+          'compiler_config': TrainingCompilerConfig(),
+          'distribution': {'pytorchxla': {'enabled': True}},
+          'sagemaker_session': SESSION}),
 ]
