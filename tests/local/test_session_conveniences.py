@@ -65,6 +65,16 @@ def test_s3_uris_of_the_local_bucket_name_its_folder(session):
         "s3://another-bucket/out")  # a real S3 bucket
 
 
+def test_an_estimator_names_the_local_bucket_by_its_folder(session, tmp_path):
+    from ddpjob import PyTorch
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    estimator = PyTorch(entry_point="train.py", source_dir=str(tmp_path), instance_type="local",
+                        session=session, checkpoint_s3_uri=f"s3://{LOCAL_BUCKET}/ckpt/run-1")
+    folder = session.home / "buckets" / LOCAL_BUCKET
+    assert estimator.checkpoint_s3_uri == (folder / "ckpt" / "run-1").as_uri()
+
+
 def test_boto_region_name_is_the_configured_region_or_none(session, monkeypatch):
     monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
     monkeypatch.delenv("AWS_REGION", raising=False)
