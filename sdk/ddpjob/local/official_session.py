@@ -24,7 +24,6 @@ else us-east-1.
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET
@@ -36,8 +35,6 @@ from ddpjob.local.session import LOCAL_ROLE, LocalSession
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3
-
-log = logging.getLogger(__name__)
 
 ACCOUNT = LOCAL_ROLE.split(":")[4]  # the local account, whose role is LocalSession's
 ROLE_NAME = LOCAL_ROLE.rsplit("/", 1)[1]
@@ -62,7 +59,7 @@ class Answers:
     """What this machine answers for each service and operation (botocore `before-call`)."""
 
     def __init__(self, local: LocalSession, region: str):
-        self.local, self.region = local, region
+        self.local = local
         self.bucket = LocalBucket(local.sagemaker_client.bucket_root, region)
         self.logs = JobLogStreams(local.sagemaker_client)
 
