@@ -235,8 +235,8 @@ class Estimator(JobResults):
         if uri is None:
             return None
         location = storage.parse(uri, argument=argument)
-        self.session.check_location(str(uri), argument)
-        return location.uri if location.scheme == "file" else uri
+        named = self.session.check_location(str(uri), argument)
+        return location.uri if location.scheme == "file" else named
 
     # ------------------------------------------------------------------ image and code
 

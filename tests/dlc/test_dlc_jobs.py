@@ -244,7 +244,9 @@ def test_what_local_hosts_cannot_run_is_refused_before_anything_starts(
     assert re.search(expected, _create_error(tmp_path, request))
 
 
-def test_a_non_dlc_ml_instance_type_is_still_refused_locally(tmp_path: Path) -> None:
+def test_a_gpu_ml_instance_type_with_another_image_is_refused_locally(tmp_path: Path) -> None:
+    """CPU `ml.*` types run any other image on ddpjob's runtime; GPU ones do not."""
     request = dlc_request("not-dlc", "b", "s3://b/code/sourcedir.tar.gz",
                           "123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cuda", steps=1)
-    assert "cannot run in local mode" in _create_error(tmp_path, request)
+    request["ResourceConfig"]["InstanceType"] = "ml.g5.xlarge"
+    assert "'ml.g5.xlarge' cannot run in local mode" in _create_error(tmp_path, request)

@@ -15,6 +15,7 @@ from typing import Any
 
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
+from ddpjob import image_uris
 from ddpjob.local import hostkind, metrics, model_limits
 from ddpjob.request import service_model
 
@@ -131,11 +132,13 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
     _check_count(op, count)
     if problem := hostkind.problem(request) or metrics.check(request):
         raise client_error(op, problem)
-    if kind not in LOCAL_INSTANCE_TYPES and not hostkind.runs_image_program(request):
+    cpu = str(kind).startswith("ml.") and image_uris.processor(kind) == "cpu"
+    if kind not in LOCAL_INSTANCE_TYPES and not cpu and not hostkind.runs_image_program(request):
         raise client_error(
             op,
-            f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' (CPU, "
-            f"gloo) or 'local_gpu' (NCCL), or a SageMaker Session for {kind!r}",
+            f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' or a "
+            f"CPU type such as 'ml.m5.xlarge' (CPU, gloo), 'local_gpu' (NCCL, this machine's "
+            f"GPUs), or a SageMaker Session for {kind!r}",
         )
     if kind == "local_gpu" and visible_gpus is not None and visible_gpus < count:
         raise client_error(
