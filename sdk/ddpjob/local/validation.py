@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ddpjob_runtime import contract
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
 from ddpjob import image_uris
@@ -147,7 +148,7 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             f"GPU(s), one set per simulated host; this machine has {visible_gpus}",
         )
     hps = request.get("HyperParameters") or {}
-    if hostkind.needs_program(request) and not hps.get("sagemaker_program"):
+    if hostkind.needs_program(request) and not hps.get(contract.PROGRAM):
         raise client_error(
             op, "HyperParameters.sagemaker_program (the entry point script) is required in "
                 "local mode unless AlgorithmSpecification.ContainerEntrypoint names the "
