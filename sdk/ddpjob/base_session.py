@@ -16,6 +16,7 @@ from ddpjob.errors import UserInputError
 from ddpjob.naming import check_job_name
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.config import Config
     from ddpjob.training_job import TrainingJob
 
 #: What `submit` calls between reserving the job name and scheduling the job (uploads).
@@ -31,6 +32,16 @@ class BaseSession(abc.ABC):
     storage_schemes: frozenset[str] = frozenset({"s3"})
     #: What the backend's jobs are called in messages ("SageMaker", "local").
     label: str = "SageMaker"
+
+    @classmethod
+    @abc.abstractmethod
+    def from_config(cls, config: Config) -> BaseSession:
+        """The session a config file describes (the CLI's)."""
+
+    @property
+    @abc.abstractmethod
+    def where(self) -> str:
+        """Where this session's jobs are, for messages."""
 
     # --- policy ------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from typing import Any
 from ddpjob_runtime import contract, storage
 from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, encode
 
-from ddpjob import arguments, gitsource, inputs, naming, packaging, uploads, validation
+from ddpjob import arguments, backends, gitsource, inputs, naming, packaging, uploads, validation
 from ddpjob.base_session import BaseSession
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
@@ -32,8 +32,6 @@ from ddpjob.image_uris import (
     training_image_uri,
 )
 from ddpjob.job_results import JobResults
-from ddpjob.local.session import LOCAL_IMAGE
-from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 from ddpjob.reattach import init_params_from_description
 from ddpjob.request import JobSpec, build_request
 from ddpjob.training_job import TrainingJob
@@ -58,13 +56,7 @@ class Plan:
 
 
 def _default_session(instance_type: str) -> BaseSession:
-    if instance_type in LOCAL_INSTANCE_TYPES:
-        from ddpjob.local.session import LocalSession
-
-        return LocalSession()
-    from ddpjob.sagemaker.session import Session
-
-    return Session()
+    return (backends.for_instance_type(instance_type) or backends.SAGEMAKER).session_type()()
 
 
 def _one_session(session: Any, alias: Any) -> Any:
@@ -168,9 +160,7 @@ class Estimator(JobResults):
 
     def _init_resources(self, core: dict[str, Any], session: BaseSession | None) -> None:
         instance_type = core["instance_type"]
-        if not isinstance(instance_type, str) or not (
-            instance_type in LOCAL_INSTANCE_TYPES or instance_type.startswith("ml.")
-        ):
+        if backends.for_instance_type(instance_type) is None:
             raise UserInputError(f"instance_type {instance_type!r} is not allowed: use 'local' "
                                  f"(CPU), 'local_gpu' or a SageMaker type such as "
                                  f"'ml.g5.12xlarge'")
@@ -381,12 +371,9 @@ class Estimator(JobResults):
         SDK, not by default: `estimator.logs()` prints them)."""
         naming.check_job_name(training_job_name, "training_job_name")
         session = _one_session(session, sagemaker_session)
-        if session is None:
-            from ddpjob.local.session import LocalSession
-
-            session = LocalSession()
+        session = session or backends.LOCAL.session_type()()
         description = session.describe(training_job_name)
-        params = init_params_from_description(description, LOCAL_IMAGE)
+        params = init_params_from_description(description, backends.LOCAL.default_image)
         if model_channel_name != "model":
             params["model_channel_name"] = model_channel_name
         estimator = cls(session=session, **params)
