@@ -4,6 +4,8 @@ A session is a scheduler in TorchX's sense: it owns its policy (instance types, 
 default locations, where local inputs go, how often to poll), checks a request without any side
 effect (`submit_dryrun`), and `submit` is that dry run, then reserving the name, staging the
 job's files and scheduling it. Reading a job (`describe`, `list`, `logs`) never changes it.
+The official SDK's notebook methods (`upload_data`, `wait_for_job`, ...) are mixed in from
+`notebook_session`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpjob.errors import UserInputError
 from ddpjob.naming import check_job_name
+from ddpjob.notebook_session import NotebookConveniences
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.config import Config
@@ -23,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 Stage = Callable[[], None]
 
 
-class BaseSession(abc.ABC):
+class BaseSession(NotebookConveniences):
     """A control plane for training jobs: SageMaker (`Session`) or this machine (`LocalSession`)."""
 
     #: Seconds between two looks at a job that is being followed.
@@ -163,82 +166,3 @@ class BaseSession(abc.ABC):
 
     @abc.abstractmethod
     def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]: ...
-
-    # --- what notebooks call around the estimator (the official SageMaker SDK's names) --------
-
-    @abc.abstractmethod
-    def default_bucket(self) -> str:
-        """The name of the bucket for data, code and outputs when none is named (made when
-        missing)."""
-
-    def _bucket_root(self, bucket: str) -> str:
-        """The folder URI that holds the objects of `bucket`."""
-        return f"s3://{bucket}/"
-
-    @property
-    def boto_region_name(self) -> str | None:
-        """The AWS region of the session (the official SDK's name for it)."""
-        return self.region_name
-
-    def execution_role(self) -> str:
-        """The role that `get_execution_role(session)` answers for this session."""
-        return self.resolve_role(None)
-
-    def upload_data(self, path: str, bucket: str | None = None, key_prefix: str = "data",
-                    callback: Any = None, extra_args: dict[str, Any] | None = None) -> str:
-        """Upload the local file or folder `path` to `bucket` (default: `default_bucket()`).
-
-        As the official SDK: a file becomes `<key_prefix>/<file name>` and its URI is returned;
-        a folder's files keep their relative paths under `<key_prefix>`, whose URI is returned.
-        `extra_args` are boto3's upload ExtraArgs (e.g. `{"ServerSideEncryption": "aws:kms"}`).
-        `callback` is not supported (large transfers show a progress bar).
-        """
-        from ddpjob_runtime import storage
-
-        from ddpjob import bucket_data
-
-        if callback is not None:
-            raise UserInputError("callback is not supported by upload_data: leave it out "
-                                 "(large uploads show a progress bar)")
-        bucket = self.default_bucket() if bucket is None else \
-            storage.check_bucket_name(bucket, "bucket")
-        return bucket_data.upload(path, self._bucket_root(bucket), key_prefix, extra_args)
-
-    def download_data(self, path: str, bucket: str, key_prefix: str = "",
-                      extra_args: dict[str, Any] | None = None) -> list[str]:
-        """Download the object `key_prefix`, or every object under the folder `key_prefix`, of
-        `bucket` into the local folder `path` (relative paths kept); returns the local paths."""
-        from ddpjob_runtime import storage
-
-        from ddpjob import bucket_data
-
-        root = self._bucket_root(storage.check_bucket_name(bucket, "bucket"))
-        return bucket_data.download(path, root, key_prefix, extra_args)
-
-    def describe_training_job(self, job_name: str) -> dict[str, Any]:
-        """The DescribeTrainingJob response of `job_name`, as the official session returns it."""
-        return self.describe(job_name)
-
-    def stop_training_job(self, job_name: str) -> None:
-        """Call StopTrainingJob for `job_name` (the official session's name; returns None)."""
-        self.stop(job_name)
-
-    def wait_for_job(self, job: str, poll: float = 5) -> dict[str, Any]:
-        """Wait until the training job `job` ends, printing its status changes; return its
-        description. Raises JobFailedError when it ends Failed (Stopped: a warning)."""
-        from ddpjob import job_wait
-
-        return job_wait.wait_for_job(self, job, poll)
-
-    def logs_for_job(self, job_name: str, wait: bool = False, poll: float = 10,
-                     log_type: Any = "All", timeout: float | None = None) -> dict[str, Any]:
-        """Print the job's log lines of every host as `[algo-1] line`.
-
-        With `wait`, follow them until the job ends (status changes checked every `poll` s),
-        then raise JobFailedError when it Failed; `timeout` (s) ends the wait with
-        WaitTimeoutError. `log_type` "All"/"Training" print the lines; "None"/"Rules" do not
-        (no Debugger rules run). Returns the job's description.
-        """
-        from ddpjob import job_wait
-
-        return job_wait.logs_for_job(self, job_name, wait, poll, log_type, timeout)
