@@ -4,8 +4,8 @@ A session is a scheduler in TorchX's sense: it owns its policy (instance types, 
 default locations, where local inputs go, how often to poll), checks a request without any side
 effect (`submit_dryrun`), and `submit` is that dry run, then reserving the name, staging the
 job's files and scheduling it. Reading a job (`describe`, `list`, `logs`) never changes it.
-The official SDK's notebook methods (`upload_data`, `wait_for_job`, ...) are mixed in from
-`notebook_session`.
+Its policy is mixed in from `session_policy`, the official SDK's notebook methods
+(`upload_data`, `wait_for_job`, ...) from `notebook_session`.
 """
 
 from __future__ import annotations
@@ -14,75 +14,19 @@ import abc
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ddpjob.errors import UserInputError
 from ddpjob.naming import check_job_name
 from ddpjob.notebook_session import NotebookConveniences
+from ddpjob.session_policy import SessionPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.config import Config
     from ddpjob.training_job import TrainingJob
 
 #: What `submit` calls between reserving the job name and scheduling the job (uploads).
 Stage = Callable[[], None]
 
 
-class BaseSession(NotebookConveniences):
+class BaseSession(SessionPolicy, NotebookConveniences):
     """A control plane for training jobs: SageMaker (`Session`) or this machine (`LocalSession`)."""
-
-    #: Seconds between two looks at a job that is being followed.
-    poll_seconds: float = 5.0
-    #: URI schemes this backend's hosts can read and write ("s3", "file").
-    storage_schemes: frozenset[str] = frozenset({"s3"})
-    #: What the backend's jobs are called in messages ("SageMaker", "local").
-    label: str = "SageMaker"
-
-    @classmethod
-    @abc.abstractmethod
-    def from_config(cls, config: Config) -> BaseSession:
-        """The session a config file describes (the CLI's)."""
-
-    @property
-    @abc.abstractmethod
-    def where(self) -> str:
-        """Where this session's jobs are, for messages."""
-
-    # --- policy ------------------------------------------------------------------------------
-
-    @property
-    def region_name(self) -> str | None:
-        """The AWS region the session talks to, when there is one."""
-        return None
-
-    @abc.abstractmethod
-    def check_instance_type(self, instance_type: str) -> None:
-        """Raise UserInputError unless this backend runs `instance_type`."""
-
-    @abc.abstractmethod
-    def training_image(self, image_uri: str | None) -> str:
-        """The TrainingImage of a job given the estimator's `image_uri` (UserInputError when this
-        backend needs one and none is given)."""
-
-    @abc.abstractmethod
-    def resolve_role(self, role: str | None) -> str:
-        """The RoleArn of a job given the estimator's `role` (UserInputError when required)."""
-
-    @abc.abstractmethod
-    def default_output_path(self) -> str:
-        """Where outputs go when the estimator names no `output_path` (a folder URI). Pure: a
-        default bucket is created only when a job that uses it is submitted."""
-
-    @abc.abstractmethod
-    def input_prefix(self, job_name: str) -> str | None:
-        """Where local input data of `job_name` is uploaded; None: the hosts read it in place."""
-
-    def check_location(self, uri: str, argument: str) -> str:
-        """`uri` as this backend's requests name it; UserInputError unless its hosts can reach
-        the folder URI `uri`."""
-        scheme = "s3" if uri.startswith("s3://") else "file"
-        if scheme not in self.storage_schemes:
-            allowed = " or ".join(f"{s}://" for s in sorted(self.storage_schemes))
-            raise UserInputError(f"{argument} {uri!r}: {self.label} jobs need an {allowed} URI")
-        return uri
 
     # --- jobs --------------------------------------------------------------------------------
 
