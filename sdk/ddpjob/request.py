@@ -1,78 +1,74 @@
 """The CreateTrainingJob request: built in the SageMaker API's own shape, checked by botocore.
 
-`build_request` is pure (no I/O); `validate_request` checks it against botocore's SageMaker
-service model, the same check a boto3 client makes before sending, and turns a failure into one
-line. The shape follows the official SDK's `Session._get_train_request`.
+`build_request` (what `planner.plan` calls) is pure (no I/O); `validate_request` checks it
+against botocore's SageMaker service model, the same check a boto3 client makes before sending,
+and turns a failure into one line. The shape follows the official SDK's
+`Session._get_train_request`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from ddpjob.arguments import merge
+from ddpjob.definition import JobDefinition
 from ddpjob.errors import UserInputError
 
 OPERATION = "CreateTrainingJob"
 
 
-@dataclass(frozen=True)
-class JobSpec:
-    """The members every request has, already checked; the table's members come apart."""
-
-    job_name: str
-    image_uri: str
-    role: str
-    instance_type: str
-    instance_count: int
-    output_path: str
-    hyperparameters: Mapping[str, str]
-    max_run: int
-    channels: Sequence[Mapping[str, Any]] = ()
-    max_wait: int | None = None
-    use_spot_instances: bool = False
-    max_retry_attempts: int | None = None
-    environment: Mapping[str, str] = field(default_factory=dict)
-    tags: Sequence[Mapping[str, str]] = ()
-    checkpoint_s3_uri: str | None = None
+def merge(target: dict[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge `part` into `target`: dicts merge, lists append, other values replace."""
+    for key, value in part.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        elif isinstance(value, list) and isinstance(target.get(key), list):
+            target[key].extend(value)
+        else:
+            target[key] = dict(value) if isinstance(value, Mapping) else value
+    return target
 
 
-def build_request(spec: JobSpec, members: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A CreateTrainingJob request (keys in the official order), with `members` (the argument
-    table's part: volume, VPC, metrics, ...) merged in. Pure: no I/O."""
-    stopping: dict[str, int] = {"MaxRuntimeInSeconds": spec.max_run}
-    if spec.max_wait:
-        stopping["MaxWaitTimeInSeconds"] = spec.max_wait
+def build_request(definition: JobDefinition, *, image: str, role: str, output_path: str,
+                  hyperparameters: Mapping[str, str], channels: Sequence[Mapping[str, Any]],
+                  members: Mapping[str, Any]) -> dict[str, Any]:
+    """A CreateTrainingJob request (keys in the official order) for `definition`, with what the
+    scheduler resolved, and `members` (the argument table's part: volume, VPC, metrics, ...)
+    merged in. Pure: no I/O."""
+    stopping: dict[str, int] = {"MaxRuntimeInSeconds": definition.stopping.max_run}
+    if definition.stopping.max_wait:
+        stopping["MaxWaitTimeInSeconds"] = definition.stopping.max_wait
+    resources = definition.resources
     request: dict[str, Any] = {
-        "AlgorithmSpecification": {"TrainingImage": spec.image_uri},
-        "OutputDataConfig": {"S3OutputPath": spec.output_path},
-        "TrainingJobName": spec.job_name,
+        "AlgorithmSpecification": {"TrainingImage": image},
+        "OutputDataConfig": {"S3OutputPath": output_path},
+        "TrainingJobName": definition.name,
         "StoppingCondition": stopping,
-        "ResourceConfig": {"InstanceCount": spec.instance_count,
-                           "InstanceType": spec.instance_type},
-        "RoleArn": spec.role,
+        "ResourceConfig": {"InstanceCount": resources.instance_count,
+                           "InstanceType": resources.instance_type},
+        "RoleArn": role,
     }
-    if spec.channels:
-        request["InputDataConfig"] = [dict(channel) for channel in spec.channels]
-    if spec.hyperparameters:
-        request["HyperParameters"] = dict(spec.hyperparameters)
-    if spec.environment:
-        request["Environment"] = dict(spec.environment)
-    if spec.tags:
-        request["Tags"] = [dict(tag) for tag in spec.tags]
-    if spec.use_spot_instances:
+    if channels:
+        request["InputDataConfig"] = [dict(channel) for channel in channels]
+    if hyperparameters:
+        request["HyperParameters"] = dict(hyperparameters)
+    if definition.environment:
+        request["Environment"] = dict(definition.environment)
+    if definition.tags:
+        request["Tags"] = [dict(tag) for tag in definition.tags]
+    if definition.stopping.use_spot_instances:
         request["EnableManagedSpotTraining"] = True
-    if spec.checkpoint_s3_uri:
-        request["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri}
-    if spec.max_retry_attempts is not None:
-        request["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
-    merge(request, members or {})
+    if definition.checkpoint is not None:
+        request["CheckpointConfig"] = {"S3Uri": definition.checkpoint.uri}
+    if definition.stopping.max_retry_attempts is not None:
+        request["RetryStrategy"] = {
+            "MaximumRetryAttempts": definition.stopping.max_retry_attempts}
+    merge(request, members)
     if "InstanceGroups" in request["ResourceConfig"]:  # groups replace type and count
         for key in ("InstanceType", "InstanceCount"):
             request["ResourceConfig"].pop(key)
-    if "LocalPath" in request.get("CheckpointConfig", {}) and not spec.checkpoint_s3_uri:
+    if "LocalPath" in request.get("CheckpointConfig", {}) and definition.checkpoint is None:
         request.pop("CheckpointConfig")  # SageMaker needs S3Uri; a local path alone means nothing
     return request
 
