@@ -299,6 +299,8 @@ LOCATIONS = ("output_path", "code_location", "checkpoint_s3_uri")
 #: and no argument that only takes an official SDK object (compiler_config).
 PARAMETERS = frozenset(row.name for row in ROWS if row.to_request is None) | {
     "framework_version", "py_version"}
+#: The rows that set their own request members (the rest are the definition's fields).
+MEMBERS = tuple(row.name for row in ROWS if row.to_request is not None)
 #: Every estimator argument a job spec may name: the parameters and the table's rows.
 SPEC_KEYS = PARAMETERS | frozenset(BY_NAME)
 

@@ -119,25 +119,16 @@ class Estimator(JobResults):
         **kwargs: Any,
     ):
         """Check every argument now (UserInputError naming it); nothing is packed or sent."""
+        given = {name: value for name, value in locals().items()  # the named parameters
+                 if name in arguments.BY_NAME}
         kwargs = dict(kwargs)
         session = _one_session(session, kwargs.pop("sagemaker_session", None))
-        given = {
-            "entry_point": entry_point, "source_dir": source_dir, "dependencies": dependencies,
-            "hyperparameters": hyperparameters, "instance_count": instance_count,
-            "instance_type": instance_type, "distribution": distribution, "role": role,
-            "image_uri": image_uri, "output_path": output_path, "code_location": code_location,
-            "base_job_name": base_job_name, "environment": environment, "max_run": max_run,
-            "checkpoint_s3_uri": checkpoint_s3_uri, "tags": tags, "max_wait": max_wait,
-            "use_spot_instances": use_spot_instances, "git_config": git_config,
-            "max_retry_attempts": max_retry_attempts, "container_log_level": container_log_level,
-        }
         given.update(official_kwargs.rename_v1(kwargs))  # the v1 value wins, as there
         official_kwargs.drop_ignored(kwargs)
         table = {name: kwargs.pop(name) for name in list(kwargs) if name in arguments.BY_NAME}
         if given["instance_type"] is None:  # as the official SDK: groups carry their types
             given["instance_type"] = _first_group_type(table.get("instance_groups")) or "local"
-        official_kwargs.reject_unknown(kwargs, [*arguments.BY_NAME.keys() - arguments.PARAMETERS,
-                                                *_TYPO_TARGETS])
+        official_kwargs.reject_unknown(kwargs, [*arguments.MEMBERS, *_TYPO_TARGETS])
         self._resolved_image: str | None = None
         values = {**given, **table}
         self._init_arguments(arguments.check(values), values, session)
@@ -174,10 +165,9 @@ class Estimator(JobResults):
                 f"distribution 'mpi' runs on one host (instance_count=1) unless the job runs on "
                 f"SageMaker's PyTorch container, got instance_count={self.instance_count}: use "
                 f"{{'torch_distributed': {{'enabled': True}}}} for several hosts")
-        members = {row.name for row in arguments.ROWS if row.to_request is not None}
         defaults = {name: value for name, value in self._table_defaults().items()
                     if name not in given}
-        self._members = {name: checked[name] for name in members} | defaults
+        self._members = {name: checked[name] for name in arguments.MEMBERS} | defaults
         for name, value in defaults.items():
             setattr(self, name, value)
 

@@ -89,7 +89,7 @@ def test_every_row_has_a_case_or_a_dedicated_test() -> None:
                  "enable_session_tag_chaining", "training_repository_access_mode",
                  "training_repository_credentials_provider_arn"}
     request_rows = {row.name for row in arguments.ROWS if row.to_request is not None}
-    assert request_rows == {c[0] for c in ROW_CASES} | dedicated  # the fields: test_estimator
+    assert request_rows == {c[0] for c in ROW_CASES} | dedicated
 
 
 def test_official_objects_and_switch_offs(make: Any, s3_bucket: str) -> None:
