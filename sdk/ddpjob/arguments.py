@@ -1,11 +1,11 @@
 """The official estimator's vocabulary as a table: argument -> request member, check, local mode.
 
 Each row is one constructor argument of `sagemaker.estimator.EstimatorBase` / `Framework`. The
-estimator checks every row's value when it is made (`check`), `attach` reads every row back from
-a DescribeTrainingJob response (`from_description`), and the README's table is
-`markdown_table()`. The first rows (`to_request` None) are fields of the job definition, which
-`plan` puts in the request; each other row merges its own part into it (`request_part`). A new
-argument is one row. The official SDK's names that are not arguments: `official_kwargs`.
+estimator checks every row's value when it is made (`check`), `plan` merges every row's part into
+the request (`request_part`), `attach` reads every row back from a DescribeTrainingJob response
+(`from_description`), and the README's table is `markdown_table()`. The first rows (`FIELDS`)
+are fields of the job definition; it carries the others' values as `members`. A new argument
+is one row. The official SDK's names that are not arguments: `official_kwargs`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from ddpjob.distribution import NAMES as DISTRIBUTION_NAMES
 from ddpjob.distribution import distribution_from_hyperparameters
 from ddpjob.errors import UserInputError
 from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
-from ddpjob.request import merge
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ class Argument:
     name: str
     member: str  # the request member(s) it sets, as documentation
     check: Callable[[Any], Any]
-    to_request: Callable[[Any, Values], dict[str, Any]] | None  # None: a definition field
+    to_request: Callable[[Any, Values], dict[str, Any]]
     from_request: Callable[[Mapping[str, Any]], Any]
     local: str
     default: Any = None
@@ -133,8 +132,16 @@ _NOT_READ: Callable[[Mapping[str, Any]], Any] = lambda _: None  # noqa: E731 - a
 
 def _field(name: str, member: str, check: Callable[[Any], Any], local: str,
            read: Callable[[Mapping[str, Any]], Any] = _NOT_READ, default: Any = None) -> Argument:
-    """A row that is a field of the job definition (`plan` puts it in the request)."""
-    return Argument(name, member, check, None, read, local, default)
+    """A row with no member of its own: `plan` builds the code's hyperparameters and the job's
+    name from it."""
+    return Argument(name, member, check, lambda value, _: {}, read, local, default)
+
+
+def _given(name: str, path: str, check: Callable[[Any], Any], local: str,
+           read: Callable[[Mapping[str, Any]], Any], default: Any = None) -> Argument:
+    """A row whose value, unless empty or False, is the request member at `path`."""
+    return Argument(name, path, check, lambda value, _: _path_value(path, value) if value else {},
+                    read, local, default)
 
 
 def _hyperparameter(name: str) -> Callable[[Mapping[str, Any]], Any]:
@@ -184,40 +191,42 @@ _NO_SPOT = "accepted; no spot capacity on this machine"
 _CODE = "HyperParameters.sagemaker_submit_directory"
 #: The rows that are fields of the job definition: every parameter of `Estimator.__init__`.
 FIELDS: tuple[Argument, ...] = (
-    _field("instance_type", "ResourceConfig.InstanceType", _instance_type,
-           "'local' (CPU, gloo) or 'local_gpu' (NCCL)", _read("ResourceConfig.InstanceType")),
-    _field("instance_count", "ResourceConfig.InstanceCount", _int("instance_count"),
-           "that many local hosts", _read("ResourceConfig.InstanceCount"), default=1),
-    _field("image_uri", "AlgorithmSpecification.TrainingImage", _str("image_uri"),
-           "ddpjob's runtime, or SageMaker's PyTorch container's toolkit",
-           _read("AlgorithmSpecification.TrainingImage")),
-    _field("max_run", "StoppingCondition.MaxRuntimeInSeconds", _int("max_run"),
-           "honoured: the job is stopped (MaxRuntimeExceeded)",
-           _read("StoppingCondition.MaxRuntimeInSeconds"), default=DEFAULT_MAX_RUN),
-    _field("use_spot_instances", "EnableManagedSpotTraining", _spot, _NO_SPOT,
+    _member("instance_type", "ResourceConfig.InstanceType", _instance_type,
+            "'local' (CPU, gloo) or 'local_gpu' (NCCL)"),
+    _member("instance_count", "ResourceConfig.InstanceCount", _int("instance_count"),
+            "that many local hosts", default=1),
+    _member("image_uri", "AlgorithmSpecification.TrainingImage", _str("image_uri"),
+            "ddpjob's runtime, or SageMaker's PyTorch container's toolkit"),
+    _member("max_run", "StoppingCondition.MaxRuntimeInSeconds", _int("max_run"),
+            "honoured: the job is stopped (MaxRuntimeExceeded)", default=DEFAULT_MAX_RUN),
+    _given("use_spot_instances", "EnableManagedSpotTraining", _spot, _NO_SPOT,
            _read("EnableManagedSpotTraining"), default=False),
-    _field("max_wait", "StoppingCondition.MaxWaitTimeInSeconds", _optional_int("max_wait"),
-           _NO_SPOT, _read("StoppingCondition.MaxWaitTimeInSeconds")),
+    _member("max_wait", "StoppingCondition.MaxWaitTimeInSeconds", _optional_int("max_wait"),
+            _NO_SPOT),
     _field("entry_point", "HyperParameters.sagemaker_program", _IDENTITY, _RUNS,
            _hyperparameter(contract.PROGRAM)),
     _field("source_dir", _CODE, _IDENTITY, _RUNS, _hyperparameter(contract.SUBMIT_DIRECTORY)),
     _field("dependencies", _CODE, _IDENTITY, _RUNS),
     _field("git_config", _CODE, gitsource.check, "cloned when the job is planned"),
-    _field("hyperparameters", "HyperParameters", check_user_hyperparameters, _RUNS,
+    _given("hyperparameters", "HyperParameters", check_user_hyperparameters, _RUNS,
            _user_hyperparameters),
     _field("distribution", "HyperParameters.sagemaker_*", _IDENTITY,
            "see `distribution` below", _distribution),
-    _field("role", "RoleArn", _str("role"), "not needed", _read("RoleArn")),
+    _member("role", "RoleArn", _str("role"), "not needed"),
     _field("base_job_name", "TrainingJobName",
            lambda v: None if v is None else naming.check_base_job_name(v), _RUNS),
-    _field("environment", "Environment", validation.environment, _RUNS, _read("Environment")),
-    _field("max_retry_attempts", "RetryStrategy.MaximumRetryAttempts",
-           _optional_int("max_retry_attempts", high=30), "honoured: the whole job is retried",
-           _read("RetryStrategy.MaximumRetryAttempts")),
+    _given("environment", "Environment", validation.environment, _RUNS, _read("Environment")),
+    _member("max_retry_attempts", "RetryStrategy.MaximumRetryAttempts",
+            _optional_int("max_retry_attempts", high=30), "honoured: the whole job is retried"),
     _field("container_log_level", "HyperParameters.sagemaker_container_log_level",
            _int("container_log_level", low=0), _RUNS,
            _hyperparameter(contract.CONTAINER_LOG_LEVEL), default=logging.INFO),
-    _field("tags", "Tags", validation.tags, "kept with the job"),
+    _given("tags", "Tags", validation.tags, "kept with the job", _NOT_READ),
+    _member("output_path", "OutputDataConfig.S3OutputPath", _location("output_path"),
+            "a file:// folder (default: the local home)"),
+    _field("code_location", _CODE, _location("code_location"), "a file:// folder"),
+    _member("checkpoint_s3_uri", "CheckpointConfig.S3Uri", _location("checkpoint_s3_uri"),
+            "a file:// or s3:// folder, synced with the host's checkpoint folder"),
 )
 ROWS: tuple[Argument, ...] = FIELDS + (
     _member("volume_size", "ResourceConfig.VolumeSizeInGB",
@@ -284,12 +293,6 @@ ROWS: tuple[Argument, ...] = FIELDS + (
              lambda _: None, "a channel like any other"),
     Argument("model_channel_name", "InputDataConfig[].ChannelName", _str("model_channel_name"),
              lambda v, _: {}, lambda _: None, "a channel like any other", default="model"),
-    _field("output_path", "OutputDataConfig.S3OutputPath", _location("output_path"),
-           "a file:// folder (default: the local home)", _read("OutputDataConfig.S3OutputPath")),
-    _field("code_location", _CODE, _location("code_location"), "a file:// folder"),
-    _field("checkpoint_s3_uri", "CheckpointConfig.S3Uri", _location("checkpoint_s3_uri"),
-           "a file:// or s3:// folder, synced with the host's checkpoint folder",
-           _read("CheckpointConfig.S3Uri")),
 )
 BY_NAME = {row.name: row for row in ROWS}
 #: The rows whose values are folder URIs, parsed once into `storage.Location`s.
@@ -297,10 +300,9 @@ LOCATIONS = ("output_path", "code_location", "checkpoint_s3_uri")
 
 #: The parameters of `Estimator` and `PyTorch` that a job spec (YAML) can hold: no session,
 #: and no argument that only takes an official SDK object (compiler_config).
-PARAMETERS = frozenset(row.name for row in ROWS if row.to_request is None) | {
-    "framework_version", "py_version"}
-#: The rows that set their own request members (the rest are the definition's fields).
-MEMBERS = tuple(row.name for row in ROWS if row.to_request is not None)
+PARAMETERS = frozenset(row.name for row in FIELDS) | {"framework_version", "py_version"}
+#: The rows that are not fields of the job definition: it carries their values as `members`.
+MEMBERS = tuple(row.name for row in ROWS if row not in FIELDS)
 #: Every estimator argument a job spec may name: the parameters and the table's rows.
 SPEC_KEYS = PARAMETERS | frozenset(BY_NAME)
 
@@ -319,13 +321,24 @@ def check(values: Mapping[str, Any]) -> dict[str, Any]:
     return checked
 
 
+def merge(target: dict[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge `part` into `target`: dicts merge, lists append, other values replace."""
+    for key, value in part.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        elif isinstance(value, list) and isinstance(target.get(key), list):
+            target[key].extend(value)
+        else:
+            target[key] = dict(value) if isinstance(value, Mapping) else value
+    return target
+
+
 def request_part(values: Values) -> dict[str, Any]:
-    """The request members that the rows' (checked) values set; `values["output_path"]` is the
-    job's output location (the official SDK's default for some of them)."""
+    """The request members that the rows' values set: `values` holds each row's value, checked,
+    with what the scheduler resolved (`role`, `image_uri`, `output_path`, ...)."""
     part: dict[str, Any] = {}
     for row in ROWS:
-        if row.to_request is not None:
-            merge(part, row.to_request(values.get(row.name), values))
+        merge(part, row.to_request(values.get(row.name), values))
     return part
 
 

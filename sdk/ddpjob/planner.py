@@ -10,7 +10,9 @@ go, and its own dry run.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ddpjob_runtime import contract, storage
 from ddpjob_runtime.hyperparameters import check_total, encode
@@ -18,7 +20,6 @@ from ddpjob_runtime.hyperparameters import check_total, encode
 from ddpjob import arguments, inputs, packaging, uploads
 from ddpjob.base_session import BaseSession
 from ddpjob.definition import Code, JobDefinition
-from ddpjob.request import build_request
 from ddpjob.training_job import TrainingJob
 
 
@@ -50,6 +51,21 @@ def _hyperparameters(definition: JobDefinition, code_uri: str,
     return encoded
 
 
+def _request(definition: JobDefinition, values: Mapping[str, Any],
+             channels: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The CreateTrainingJob request: the job's name and channels, then every row's members."""
+    request: dict[str, Any] = {"TrainingJobName": definition.name}
+    if channels:
+        request["InputDataConfig"] = [dict(channel) for channel in channels]
+    arguments.merge(request, arguments.request_part(values))
+    if "InstanceGroups" in request["ResourceConfig"]:  # groups replace type and count
+        for key in ("InstanceType", "InstanceCount"):
+            request["ResourceConfig"].pop(key)
+    if request.get("CheckpointConfig", {}).keys() == {"LocalPath"}:
+        request.pop("CheckpointConfig")  # SageMaker needs S3Uri; a local path alone means nothing
+    return request
+
+
 def plan(definition: JobDefinition, scheduler: BaseSession) -> Plan:
     """The request as `scheduler`'s dry run checks it, and what to store first. Changes nothing
     anywhere (a SageMaker session's default bucket is named, not created)."""
@@ -67,12 +83,18 @@ def plan(definition: JobDefinition, scheduler: BaseSession) -> Plan:
     code_folder = definition.code.location.uri if definition.code.location else output
     code_uri = source.source_uri or storage.join(code_folder, definition.name, "source",
                                                  packaging.ARCHIVE_NAME)
-    request = build_request(
-        definition, image=scheduler.training_image(definition.image), role=role,
-        output_path=output, hyperparameters=_hyperparameters(definition, code_uri,
-                                                             scheduler.region_name),
-        channels=[channel.config for channel in channels],
-        members=arguments.request_part({**definition.members, "output_path": output}))
+    stopping, resources, checkpoint = definition.stopping, definition.resources, \
+        definition.checkpoint
+    values = {
+        **definition.members, "instance_type": resources.instance_type,
+        "instance_count": resources.instance_count, "role": role, "output_path": output,
+        "image_uri": scheduler.training_image(definition.image), "max_run": stopping.max_run,
+        "max_wait": stopping.max_wait, "use_spot_instances": stopping.use_spot_instances,
+        "max_retry_attempts": stopping.max_retry_attempts,
+        "hyperparameters": _hyperparameters(definition, code_uri, scheduler.region_name),
+        "environment": dict(definition.environment), "tags": [dict(t) for t in definition.tags],
+        "checkpoint_s3_uri": checkpoint.uri if checkpoint else None}
+    request = _request(definition, values, [channel.config for channel in channels])
     return Plan(scheduler.submit_dryrun(request), tuple(channels), definition.code,
                 None if source.source_uri else code_uri)
 
