@@ -207,7 +207,7 @@ class BaseSession(abc.ABC):
         return job_wait.wait_for_job(self, job, poll)
 
     def logs_for_job(self, job_name: str, wait: bool = False, poll: float = 10,
-                     log_type: Any = "All", timeout: float | None = None) -> dict[str, Any]:
+                     log_type: bool | str = "All", timeout: float | None = None) -> dict[str, Any]:
         """Print the job's log lines of every host as `[algo-1] line`.
 
         With `wait`, follow them until the job ends (status changes checked every `poll` s),

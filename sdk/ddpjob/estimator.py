@@ -231,7 +231,8 @@ class Estimator(JobResults):
         """Hyperparameters a framework adds (raw values); see PyTorch's compiler_config."""
         return {}
 
-    def definition(self, inputs: Any = None, job_name: str | None = None) -> JobDefinition:
+    def definition(self, inputs: inputs_module.Inputs = None,
+                   job_name: str | None = None) -> JobDefinition:
         """The job `fit(inputs, job_name=job_name)` would plan (a git_config is cloned now)."""
         name = self._job_name(job_name)
         channels = inputs_module.parse(inputs)
@@ -247,7 +248,8 @@ class Estimator(JobResults):
             checkpoint=self._locations["checkpoint_s3_uri"], environment=self.environment,
             tags=tuple(self.tags), members=self._members)
 
-    def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
+    def training_job_request(self, inputs: inputs_module.Inputs = None,
+                             job_name: str | None = None) -> dict[str, Any]:
         """The dry run: the CreateTrainingJob request `fit` would send, checked by botocore.
 
         Nothing is packed, uploaded, created or submitted; the code's URI is where `fit` would
@@ -257,7 +259,7 @@ class Estimator(JobResults):
 
     # ------------------------------------------------------------------ running
 
-    def fit(self, inputs: Any = None, wait: bool = True, logs: bool | str = "All",
+    def fit(self, inputs: inputs_module.Inputs = None, wait: bool = True, logs: bool | str = "All",
             job_name: str | None = None) -> None:
         """Pack and upload the code (and local inputs of a SageMaker job), submit the job and,
         with `wait`, follow it to the end (raising JobFailedError when it fails).

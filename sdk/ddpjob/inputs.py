@@ -14,11 +14,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ddpjob_runtime import storage
 
 from ddpjob.errors import UserInputError
+
+
+class HasConfig(Protocol):
+    """A TrainingInput, ddpjob's or the official SDK's: a channel config without its name."""
+
+    config: dict[str, Any]
+
+
+#: One channel's data: a URI or path, a TrainingInput, or a channel config.
+Source = str | os.PathLike | HasConfig | Mapping[str, Any]
+#: What `fit(inputs=...)` takes: one channel's data ("training"), or channel name -> data.
+Inputs = Source | Mapping[str, Source] | None
 
 MAX_CHANNELS = 20
 CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
@@ -92,7 +104,7 @@ def _input(name: str, value: Any) -> Input:
     return Input(name, location, template)
 
 
-def parse(inputs: Any) -> tuple[Input, ...]:
+def parse(inputs: Inputs) -> tuple[Input, ...]:
     """The checked channels of `inputs` (UserInputError naming the bad one); () for None."""
     if inputs is None:
         return ()

@@ -31,7 +31,7 @@ class WaitTimeoutError(DdpjobError, TimeoutError):
     """A job was still running when `timeout` seconds of waiting had passed."""
 
 
-def shows_training_logs(log_type: Any) -> bool:
+def shows_training_logs(log_type: bool | str) -> bool:
     """Whether `log_type` asks for the training log lines (UserInputError when unknown)."""
     if isinstance(log_type, bool) or (isinstance(log_type, str) and log_type in LOG_TYPES):
         return LOG_TYPES[log_type]
@@ -106,7 +106,7 @@ def wait_for_job(session: JobControl, job: str, poll: float = 5) -> dict[str, An
 
 
 def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: float = 10,
-                 log_type: Any = "All", timeout: float | None = None) -> dict[str, Any]:
+                 log_type: bool | str = "All", timeout: float | None = None) -> dict[str, Any]:
     """See `base_session.BaseSession.logs_for_job`."""
     show = shows_training_logs(log_type)
     _check_seconds(poll, "poll")

@@ -28,7 +28,7 @@ class Plan:
     """A checked request, its channels (what to upload), its code and where the code goes
     (None: it is already stored, `source_dir` named an archive)."""
 
-    request: dict
+    request: dict[str, Any]
     channels: tuple[inputs.Channel, ...]
     code: Code
     code_uri: str | None
