@@ -62,12 +62,14 @@ class BaseSession(abc.ABC):
     def input_prefix(self, job_name: str) -> str | None:
         """Where local input data of `job_name` is uploaded; None: the hosts read it in place."""
 
-    def check_location(self, uri: str, argument: str) -> None:
-        """Raise UserInputError unless this backend's hosts can reach the folder URI `uri`."""
+    def check_location(self, uri: str, argument: str) -> str:
+        """`uri` as this backend's requests name it; UserInputError unless its hosts can reach
+        the folder URI `uri`."""
         scheme = "s3" if uri.startswith("s3://") else "file"
         if scheme not in self.storage_schemes:
             allowed = " or ".join(f"{s}://" for s in sorted(self.storage_schemes))
             raise UserInputError(f"{argument} {uri!r}: {self.label} jobs need an {allowed} URI")
+        return uri
 
     # --- jobs --------------------------------------------------------------------------------
 

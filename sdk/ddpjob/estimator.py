@@ -18,6 +18,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from ddpjob_runtime import storage
+
 from ddpjob import arguments, gitsource, naming, official_kwargs, packaging, planner
 from ddpjob import inputs as inputs_module
 from ddpjob.base_session import BaseSession
@@ -138,17 +140,16 @@ class Estimator(JobResults):
 
     def _init_arguments(self, checked: dict[str, Any], given: Mapping[str, Any],
                         session: BaseSession | None) -> None:
-        """Keep the checked values (folder URIs as strings), then check what needs the
-        session, the code and the distribution; `given`: the arguments as the user gave them."""
+        """Keep the checked values, then check what needs the session (folder URIs), the code and
+        the distribution; `given`: the arguments as the user gave them."""
         for name, value in checked.items():
-            attribute = "_hyperparameters" if name == "hyperparameters" else name
-            setattr(self, attribute, value.uri if name in arguments.LOCATIONS and value else value)
-        self._locations = {name: checked[name] for name in arguments.LOCATIONS}
+            setattr(self, "_hyperparameters" if name == "hyperparameters" else name, value)
         self.sagemaker_session = self.session = session or _default_session(self.instance_type)
         self.session.check_instance_type(self.instance_type)
-        for name, location in self._locations.items():
-            if location is not None:
-                self.session.check_location(str(given[name]), name)
+        self._locations = {name: self._named_location(checked[name], given.get(name), name)
+                           for name in arguments.LOCATIONS}
+        for name, location in self._locations.items():  # the URIs, as the official SDK's
+            setattr(self, name, location.uri if location else None)
         dependencies, self.dependencies = self.dependencies, list(self.dependencies or [])
         self._clone: gitsource.Clone | None = None
         # With git_config the code exists once cloned, when the job is planned.
@@ -174,6 +175,17 @@ class Estimator(JobResults):
     def _table_defaults(self) -> dict[str, Any]:
         """Defaults of table arguments that depend on the estimator (see PyTorch)."""
         return {}
+
+    def _named_location(self, location: storage.Location | None, uri: object,
+                        argument: str) -> storage.Location | None:
+        """The parsed folder URI as the session's requests name it (it may name an `s3://` URI
+        otherwise: a local bucket is a folder)."""
+        if location is None:
+            return None
+        named = self.session.check_location(str(uri), argument)
+        if location.scheme == "file" or named == location.uri:
+            return location
+        return storage.parse(named, argument=argument)
 
     # ------------------------------------------------------------------ image and code
 

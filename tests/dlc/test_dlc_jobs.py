@@ -27,7 +27,7 @@ from ddpjob import packaging
 from ddpjob.local import sandbox
 from ddpjob.local.client import LocalSageMakerClient
 
-from tests.local.conftest import assert_no_processes, local_session_at, wait_for
+from tests.local.conftest import assert_no_processes, local_session_at, run_request
 
 pytestmark = pytest.mark.slow
 
@@ -104,14 +104,8 @@ def dlc_request(name: str, bucket: str, code: str, image: str, steps: int,
 
 def run_job(client: LocalSageMakerClient, request: dict[str, Any]) -> tuple[dict, list[str]]:
     """Create the job, wait for its end; (DescribeTrainingJob, every host's log lines)."""
-    client.create_training_job(**request)
+    job = run_request(client, request, TIMEOUT_S)
     name = request["TrainingJobName"]
-
-    def ended() -> dict | None:
-        job = client.describe_training_job(TrainingJobName=name)
-        return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
-
-    job = wait_for(ended, TIMEOUT_S, f"job {name} to end")
     logs = client.job_dir(name) / "logs"
     lines = [f"[{p.stem}] {line}" for p in sorted(logs.glob("*.log"))
              for line in p.read_text().splitlines()]
@@ -244,7 +238,9 @@ def test_what_local_hosts_cannot_run_is_refused_before_anything_starts(
     assert re.search(expected, _create_error(tmp_path, request))
 
 
-def test_a_non_dlc_ml_instance_type_is_still_refused_locally(tmp_path: Path) -> None:
+def test_a_gpu_ml_instance_type_with_another_image_is_refused_locally(tmp_path: Path) -> None:
+    """CPU `ml.*` types run any other image on ddpjob's runtime; GPU ones do not."""
     request = dlc_request("not-dlc", "b", "s3://b/code/sourcedir.tar.gz",
                           "123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cuda", steps=1)
-    assert "cannot run in local mode" in _create_error(tmp_path, request)
+    request["ResourceConfig"]["InstanceType"] = "ml.g5.xlarge"
+    assert "'ml.g5.xlarge' cannot run in local mode" in _create_error(tmp_path, request)

@@ -31,8 +31,14 @@ SDK_CONFIG: dict[str, Any] = {
 
 
 @pytest.fixture
-def sdk(aws_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def sdk(aws_env: str, sdk_offline: Any) -> Any:
     """The `sagemaker` package, quiet, pointed at moto; fails the test if it sent telemetry."""
+    return sdk_offline
+
+
+@pytest.fixture
+def sdk_offline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The `sagemaker` package, quiet; fails the test if it sent telemetry."""
     monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
     for name in ("SAGEMAKER_ADMIN_CONFIG_OVERRIDE", "SAGEMAKER_USER_CONFIG_OVERRIDE"):
         monkeypatch.delenv(name, raising=False)

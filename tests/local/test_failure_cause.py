@@ -97,3 +97,36 @@ def test_a_reason_after_retries_says_how_many_and_why() -> None:
     ]
     two = failure_cause.with_retries("AlgorithmError: x", ["a", "b"], 40)
     assert two.startswith("AlgorithmError: x, after 2 retries\n") and len(two) == 40
+
+
+TORCHRUN_LOG = """[rank3]: Traceback (most recent call last):
+[rank3]:   File "/opt/ml/input/data/code/train.py", line 42, in main
+[rank3]:     raise ValueError(f"rank {rank} found a bad value at step {step}")
+[rank3]: ValueError: rank 3 found a bad value at step 0
+[rank2]: RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  rank      : 2 (local_rank: 0)
+  exitcode  : -15 (pid: 6950)  (SIGTERM)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-24_06:24:54
+  host      : localhost
+  rank      : 3 (local_rank: 1)
+  exitcode  : 1 (pid: 6952)
+============================================================
+"""
+
+
+def test_torchruns_report_names_the_root_cause_rank_and_its_exception() -> None:
+    assert failure_cause.torchrun_root_cause(TORCHRUN_LOG) == (
+        3, "ValueError: rank 3 found a bad value at step 0")
+    # A report whose rank printed no exception (killed), or no report at all: nothing.
+    assert failure_cause.torchrun_root_cause(TORCHRUN_LOG.replace("[rank3]: ValueError",
+                                                                  "[rank3]:  ValueError")) is None
+    assert failure_cause.torchrun_root_cause("Traceback ...\nValueError: x\n") is None

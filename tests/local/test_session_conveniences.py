@@ -54,10 +54,25 @@ def test_a_key_prefix_outside_the_local_bucket_is_refused(session, data):
     assert not (session.home / "buckets" / "escape").exists()
 
 
-def test_hand_written_s3_uris_of_the_local_bucket_are_refused(session):
-    with pytest.raises(UserInputError, match="default bucket is the folder"):
-        session.check_location(f"s3://{LOCAL_BUCKET}/out", "output_path")
-    session.check_location("s3://another-bucket/out", "output_path")  # a real S3 bucket
+def test_s3_uris_of_the_local_bucket_name_its_folder(session):
+    folder = session.home / "buckets" / LOCAL_BUCKET
+    assert session.check_location(f"s3://{LOCAL_BUCKET}/out/run-1", "output_path") == (
+        (folder / "out" / "run-1").as_uri())
+    assert session.check_location(f"s3://{LOCAL_BUCKET}", "output_path") == folder.as_uri() + "/"
+    with pytest.raises(UserInputError, match="output_path 'out/../../x' refused"):
+        session.check_location(f"s3://{LOCAL_BUCKET}/out/../../x", "output_path")
+    assert session.check_location("s3://another-bucket/out", "output_path") == (
+        "s3://another-bucket/out")  # a real S3 bucket
+
+
+def test_an_estimator_names_the_local_bucket_by_its_folder(session, tmp_path):
+    from ddpjob import PyTorch
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    estimator = PyTorch(entry_point="train.py", source_dir=str(tmp_path), instance_type="local",
+                        session=session, checkpoint_s3_uri=f"s3://{LOCAL_BUCKET}/ckpt/run-1")
+    folder = session.home / "buckets" / LOCAL_BUCKET
+    assert estimator.checkpoint_s3_uri == (folder / "ckpt" / "run-1").as_uri()
 
 
 def test_boto_region_name_is_the_configured_region_or_none(session, monkeypatch):

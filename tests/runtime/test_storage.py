@@ -163,6 +163,26 @@ def test_a_named_pipe_in_a_local_folder_is_refused_never_read(tmp_path: Path) ->
             action()
 
 
+def test_the_local_bucket_is_its_folder_where_the_backend_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the local backend's processes `s3://sagemaker-local/...` is a file under the folder
+    `$DDPJOB_LOCAL_BUCKET`; elsewhere it is an S3 URI like any other."""
+    bucket = tmp_path / "buckets" / "sagemaker-local"
+    assert storage.parse("s3://sagemaker-local/run/x").is_s3
+    monkeypatch.setenv("DDPJOB_LOCAL_BUCKET", str(bucket))
+    assert storage.parse("s3://sagemaker-local/run/x").path == bucket / "run" / "x"
+    assert storage.parse("s3://sagemaker-local").path == bucket
+    assert not storage.is_s3("s3://sagemaker-local/run/") and storage.is_s3("s3://other/run")
+    (tmp_path / "a.txt").write_text("a")
+    storage.upload_file(tmp_path / "a.txt", "s3://sagemaker-local/run/")
+    assert (bucket / "run" / "a.txt").read_text() == "a"
+    assert _listing("s3://sagemaker-local/run") == [("a.txt", 1)]
+    assert storage.download_prefix("s3://sagemaker-local/run", tmp_path / "dl") == [
+        tmp_path / "dl" / "a.txt"]
+    with pytest.raises(InvalidURIError, match="key 'run/../../x' refused"):
+        storage.parse("s3://sagemaker-local/run/../../x")
+
+
 @pytest.mark.parametrize(("uri", "match"), [
     ("gs://bucket/x", "unsupported scheme 'gs'"),
     ("s3:/bad", "unsupported scheme 's3' or malformed"),  # never a local folder 's3:/bad'

@@ -1,4 +1,9 @@
-"""URIs of the stores: `s3://bucket/key`, `file:///abs/path` or a plain local path."""
+"""URIs of the stores: `s3://bucket/key`, `file:///abs/path` or a plain local path.
+
+One bucket is a folder: in the processes of the local backend (its supervisor and hosts, which
+it hands `$DDPJOB_LOCAL_BUCKET`), `s3://sagemaker-local/<key>` is the file `<that folder>/<key>`:
+the `LocalSession`'s default bucket, which the official SDK's session names in its requests.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ddpjob_runtime.errors import InvalidURIError
+from ddpjob_runtime.errors import InvalidURIError, UnsafePathError
+from ddpjob_runtime.fsutil import contained
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
@@ -17,6 +23,10 @@ _IP_ADDRESS = re.compile(r"^\d+\.\d+\.\d+\.\d+$")
 BUCKET_RULES = ("3-63 lowercase letters, digits, dots and hyphens, starting and ending with a "
                 "letter or digit, no '..', not an IP address")
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
+#: The bucket that is a folder on this machine (`LocalSession().default_bucket()`).
+LOCAL_BUCKET = "sagemaker-local"
+#: Names that folder in the processes of the local backend, which sets it for them.
+LOCAL_BUCKET_ENV = "DDPJOB_LOCAL_BUCKET"
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,9 @@ def parse(uri: Any, argument: str = "uri") -> Location:
             raise InvalidURIError(
                 f"{argument} {uri!r}: {bucket!r} is not an S3 bucket name ({BUCKET_RULES}); "
                 f"use s3://<bucket>/<key>")
+        root = os.environ.get(LOCAL_BUCKET_ENV) if bucket == LOCAL_BUCKET else None
+        if root:
+            return Location(uri=uri, scheme="file", path=_in_local_bucket(root, key, argument))
         return Location(uri=uri, scheme="s3", bucket=bucket, key=key)
     if uri.startswith("file://"):
         parsed = urlparse(uri)
@@ -82,9 +95,22 @@ def parse(uri: Any, argument: str = "uri") -> Location:
     return Location(uri=path.as_uri(), scheme="file", path=path)
 
 
+def _in_local_bucket(root: str, key: str, argument: str) -> Path:
+    """The path of `key` in the local bucket's folder `root` (the folder itself for "")."""
+    if not key.strip("/"):
+        return Path(root)
+    try:
+        return contained(root, key.rstrip("/"), what="key")
+    except UnsafePathError as error:
+        raise InvalidURIError(f"{argument} s3://{LOCAL_BUCKET}/{key}: {error}") from None
+
+
 def is_s3(uri: Any) -> bool:
-    """True for `s3://` URIs."""
-    return isinstance(uri, str) and uri.startswith("s3://")
+    """True for `s3://` URIs (but for the local bucket where it is a folder)."""
+    if not isinstance(uri, str) or not uri.startswith("s3://"):
+        return False
+    return not (os.environ.get(LOCAL_BUCKET_ENV) and
+                uri[len("s3://"):].partition("/")[0] == LOCAL_BUCKET)
 
 
 def join(uri: str, *parts: str) -> str:

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
+
 from ddpjob.local import gpus, metrics, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
@@ -153,6 +155,11 @@ class LocalSageMakerClient:
 
     # --- helpers ---------------------------------------------------------------------------
 
+    @property
+    def bucket_root(self) -> Path:
+        """The folder that is the bucket `sagemaker-local` for this home's jobs."""
+        return self.store.home / "buckets" / LOCAL_BUCKET
+
     def job_dir(self, name: str) -> Path:
         """The folder of a job (request, state, hosts' roots, logs)."""
         return self.store.job_dir(name)
@@ -170,6 +177,7 @@ class LocalSageMakerClient:
             proc = subprocess.Popen(
                 [sys.executable, "-m", SUPERVISOR_MODULE, str(job_dir.absolute())],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                env={**os.environ, LOCAL_BUCKET_ENV: str(self.bucket_root)},
                 start_new_session=True,  # the job outlives this process and its terminal
             )  # fmt: skip
         self._supervisors.append(proc)

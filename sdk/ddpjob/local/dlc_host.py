@@ -4,7 +4,7 @@ Such a host runs the DLC's own entry point, as SageMaker runs it in the containe
 of `sagemaker-training` with `SAGEMAKER_TRAINING_MODULE=sagemaker_pytorch_container.training:main`
 (the `ddpjob[dlc]` extra installs both toolkits), so a user sees on this machine what the DLC
 will do with the job. `python -m ddpjob.local.dlc_host JOB_DIR HOST` is that host: it does the
-platform's duties (`platform_duties`) around the toolkit and exits with the toolkit's code.
+platform's duties around the toolkit (`platform_host`) and exits with the toolkit's code.
 
 The toolkit runs in `$DDPJOB_DLC_PYTHON` (a Python that mirrors the DLC: torch and the two
 toolkits), default this Python; ddpjob need not be installed there: the code archive carries
@@ -16,32 +16,22 @@ SageMaker; elsewhere hosts are named by loopback addresses and the toolkit finds
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import logging
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, failure, phases
-
 from ddpjob import image_uris
-from ddpjob.local import hostroot, platform_duties, sandbox
-from ddpjob.local.jobstore import JobStore
-
-log = logging.getLogger("ddpjob.local.dlc_host")
+from ddpjob.local import hostpython, platform_host
+from ddpjob.local.hostpython import image_python
 
 MODULE = "ddpjob.local.dlc_host"
-PYTHON_ENV = "DDPJOB_DLC_PYTHON"
 TRAINING_MODULE = "sagemaker_pytorch_container.training:main"
 TOOLKITS = ("sagemaker_training", "sagemaker_pytorch_container")
 EXTRA = 'pip install "ddpjob[dlc]"'
-TOOLKIT_PORT = 7777  # sagemaker_training.torch_distributed.MASTER_PORT
 # The DLCs whose toolkits run on local hosts (the model-parallel one needs SageMaker's cluster).
 LOCAL_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training")
 # Launches the DLC offers that need what a machine cannot give its local hosts.
@@ -65,13 +55,8 @@ def is_dlc_request(request: dict[str, Any]) -> bool:
     return dlc_tag(request) is not None
 
 
-def toolkit_python() -> str:
-    """The Python that runs the toolkits: `$DDPJOB_DLC_PYTHON`, else this one."""
-    return os.environ.get(PYTHON_ENV) or sys.executable
-
-
 def _toolkits_missing() -> str | None:
-    python = toolkit_python()
+    python = image_python()
     if python == sys.executable:
         missing = [m for m in TOOLKITS if importlib.util.find_spec(m) is None]
         return ", ".join(missing) or None
@@ -79,8 +64,8 @@ def _toolkits_missing() -> str | None:
     try:
         done = subprocess.run([python, "-c", probe], capture_output=True, timeout=60, check=False)
     except OSError as exc:
-        return f"{PYTHON_ENV}={python} cannot run ({exc.strerror})"
-    return None if done.returncode == 0 else f"{PYTHON_ENV}={python} lacks them"
+        return f"{hostpython.PYTHON_ENV}={python} cannot run ({exc.strerror})"
+    return None if done.returncode == 0 else f"{hostpython.PYTHON_ENV}={python} lacks them"
 
 
 def request_problem(request: dict[str, Any]) -> str | None:
@@ -109,124 +94,31 @@ def request_problem(request: dict[str, Any]) -> str | None:
     return None
 
 
-def host_command(request: dict[str, Any], job_dir: Path, host: str) -> list[str] | None:
-    """The command of local host `host` when the request runs on the DLC, else None."""
-    if not is_dlc_request(request):
-        return None
-    return [sys.executable, "-m", MODULE, str(job_dir), host]
-
-
 # ------------------------------------------------------------------ the host itself
 
 
-def _toolkit_env(root: Path, own_namespace: bool) -> dict[str, str]:
-    """The container's environment for the toolkit: its module, torchrun on PATH, and the job
-    root (`/opt/ml` itself in the host's own namespace)."""
-    env = dict(os.environ)
-    python = Path(toolkit_python())
-    env.update(SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
-               PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]))
-    env.pop(contract.ENV_ROOT, None)
-    if not own_namespace:
-        env[contract.ENV_ROOT] = str(root)
-    return env
+class DlcHost(platform_host.PlatformHost):
+    """One local host of a DLC job: the toolkit's `train`, with the platform's duties around."""
 
+    program = "SageMaker's PyTorch toolkit"
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's store binds it
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
+    def command(self) -> list[str]:
+        """The toolkit's `train`, in the Python that mirrors the DLC."""
+        return [image_python(), "-c", "from sagemaker_training.cli.train import main; main()"]
 
+    def environment(self) -> dict[str, str]:
+        """The container's environment for the toolkit: its module, torchrun on PATH (and the
+        job root, see `PlatformHost.environment`)."""
+        env = super().environment()
+        python = Path(image_python())
+        env.update(SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
+                   PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]))
+        return env
 
-class DlcHost:
-    """One local host of a DLC job, from the config files to the uploads."""
-
-    def __init__(self, job_dir: Path, host: str):
-        self.request = JobStore(job_dir.parent.parent).request(job_dir.name)
-        self.host, self.job_dir = host, job_dir
-        self.root = job_dir / "hosts" / host
-        self.own_namespace = sandbox.inside(self.root)
-        self.status_file = hostroot.status_file(job_dir, host)
-        self.sync = platform_duties.checkpoint_sync(self.request, self.root)
-        self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
-        self.proc: subprocess.Popen | None = None
-
-    def _prepare(self) -> None:
-        phases.write_phase(self.status_file, "Downloading")
-        platform_duties.write_config(self.request, self.host, self.root, self.job_dir,
-                                     self.own_namespace)
-        for folder in ("code", "model", "output/data"):
-            (self.root / folder).mkdir(parents=True, exist_ok=True)
-        platform_duties.stage_channels(self.request, self.root)
-        self.sync.download()
-        first = hostroot.host_names(self.request)[0] == self.host
-        if first and len(hostroot.host_names(self.request)) > 1 and not _port_free(TOOLKIT_PORT):
-            raise RuntimeError(f"port {TOOLKIT_PORT}, where SageMaker's PyTorch toolkit starts its "
-                               f"torchrun rendezvous, is in use on this machine (another job on "
-                               f"SageMaker's PyTorch container?); one such job runs at a time")
-
-    def _run_toolkit(self) -> int:
-        phases.write_phase(self.status_file, "Training")
-        command = [toolkit_python(), "-c", "from sagemaker_training.cli.train import main; main()"]
-        log.info("host %s%s: %s", self.host, "" if self.own_namespace else
-                 f" ({hostroot.loopback_addresses(self.request)[self.host]})", " ".join(command))
-        self.proc = subprocess.Popen(command, cwd=self.root / "code", start_new_session=True,
-                                     env=_toolkit_env(self.root, self.own_namespace))
-        with self.sync.running(), self.tensorboard.running():
-            return self.proc.wait()
-
-    def stop(self, signum: int, _frame: object) -> None:
-        """SIGTERM from the supervisor: pass it to the toolkit's whole process group."""
-        if self.proc is not None and self.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signum)
-        else:
-            raise SystemExit(128 + signum)
-
-    def run(self) -> int:
-        """This host's part of the job; the exit code (the toolkit's, else 1)."""
-        code = 1
-        try:
-            self._prepare()
-            code = self._run_toolkit()
-        except Exception as exc:  # noqa: BLE001 - the host fails with a reason, like SageMaker
-            log.exception("host %s failed before training", self.host)
-            failure.write_failure(self.root / "output",
-                                  f"{self.host}: {type(exc).__name__}: {exc}")
-        finally:
-            phases.write_phase(self.status_file, "Uploading")
-            code = self._finish(code)
-        log.info("host %s finished with exit code %d", self.host, code)
-        return code
-
-    def _finish(self, code: int) -> int:
-        try:
-            self.sync.upload()
-            self.tensorboard.upload()
-            platform_duties.upload_results(self.request, self.host, self.root)
-        except Exception as exc:  # noqa: BLE001 - a failed upload fails the host
-            log.error("uploading the results failed: %s", exc)
-            if code == 0:
-                failure.write_failure(self.root / "output", f"{self.host}: upload: {exc}")
-                return 1
-        return code
-
-
-def main(argv: list[str] | None = None) -> None:
-    """`python -m ddpjob.local.dlc_host JOB_DIR HOST`."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        sys.exit("usage: python -m ddpjob.local.dlc_host JOB_DIR HOST")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s platform %(message)s")
-    host = DlcHost(Path(argv[0]).absolute(), argv[1])
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, host.stop)
-    sys.exit(host.run())
+    def workdir(self) -> Path:
+        """The code folder, where the toolkit unpacks the source."""
+        return self.root / "code"
 
 
 if __name__ == "__main__":
-    main()
+    platform_host.main(DlcHost, MODULE)

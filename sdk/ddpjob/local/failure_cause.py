@@ -6,12 +6,15 @@ When one rank dies, the ranks of the other hosts fail too, a moment later, in a 
 `output/failure.json` (when the failure happened, whether it is a consequence). The cause is the
 earliest failure that is not a consequence; the others are listed as its consequences.
 A host killed without a word is the platform's failure, not the user's: a job retry may follow.
+A host that runs the image's own torchrun (the DLC's toolkit, ModelTrainer's drivers) writes no
+rank of its own: `torchrun_root_cause` reads it from torchrun's report in the host's log.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +22,9 @@ from pathlib import Path
 from ddpjob_runtime.failure import FAILURE_FILE, TIME_FILE, is_consequence
 
 _CONSEQUENCE_CHARS = 160
+# torchrun's report of a failed worker group, and the lines its workers' stderr gets.
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?\brank\s*:\s*(\d+)", re.S)
+_EXCEPTION = r"^\[rank{rank}\]: ([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
 
 
 @dataclass(frozen=True)
@@ -101,3 +107,15 @@ def reason(failures: list[HostFailure], limit: int) -> str | None:
         lines += [f"- {_headline(f.text)[:_CONSEQUENCE_CHARS]}" for f in others]
     text = "\n".join(lines) + (f"\n\n{details.strip()}" if details.strip() else "")
     return text[:limit]
+
+
+def torchrun_root_cause(log: str) -> tuple[int, str] | None:
+    """(rank, exception) of the root cause that torchrun reported last in a host's `log`
+    (`Root Cause (first observed failure)` and that rank's `[rankN]: ValueError: ...` line),
+    or None when the log holds no such report with an exception."""
+    causes = _ROOT_CAUSE.findall(log)
+    if not causes:
+        return None
+    rank = int(causes[-1])
+    exceptions = re.findall(_EXCEPTION.format(rank=rank), log, re.M)
+    return (rank, exceptions[-1].strip()) if exceptions else None

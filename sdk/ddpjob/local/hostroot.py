@@ -35,6 +35,11 @@ def status_file(job_dir: Path, host: str) -> Path:
     return job_dir / "hosts" / f"{host}.status"
 
 
+def log_file(job_dir: Path, host: str) -> Path:
+    """Where everything host `host` prints goes."""
+    return job_dir / "logs" / f"{host}.log"
+
+
 def _write(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1))

@@ -19,7 +19,7 @@ from typing import Any
 
 from ddpjob_runtime import contract, processes
 
-from ddpjob.local import dlc_host, failure_cause, gpus, hostroot, proctree, sandbox, staging
+from ddpjob.local import failure_cause, gpus, hostkind, hostroot, proctree, sandbox, staging
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -133,7 +133,7 @@ class Hosts:
             host_staged = (staged or {}).get(host)
             mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged
             root = hostroot.prepare(self.request, host, port, self.job_dir, mounted, own)
-            host_command = dlc_host.host_command(self.request, self.job_dir, host) or command
+            host_command = hostkind.host_command(self.request, self.job_dir, host) or command
             if own:
                 host_command = self._isolated(host_command, root, host_staged, hosts_file)
             with open(self.log_file(host), "ab") as out:
@@ -147,7 +147,7 @@ class Hosts:
 
     def log_file(self, host: str) -> Path:
         """Where everything `host` prints goes."""
-        return self.job_dir / "logs" / f"{host}.log"
+        return hostroot.log_file(self.job_dir, host)
 
     def phases(self) -> dict[str, str]:
         """host -> the phase its runtime last wrote ("Starting" until it wrote one)."""

@@ -1,7 +1,8 @@
 """What SageMaker itself does around a training container, done on this machine for a host that
-runs SageMaker's own PyTorch container (its toolkit does none of it).
+runs the image's own program (SageMaker's PyTorch toolkit, or a request's container command such
+as ModelTrainer's drivers), which does none of it.
 
-Before the toolkit starts: the config files under `input/config` (host names `algo-N` where the
+Before the program starts: the config files under `input/config` (host names `algo-N` where the
 host has its own namespace and `/etc/hosts`, else loopback addresses, which the toolkit resolves
 and torchrun connects to), every channel staged into `input/data/<channel>`, and everything
 under `CheckpointConfig.S3Uri` brought down into the checkpoint folder. While it runs: new or
@@ -54,13 +55,12 @@ def config_files(request: dict[str, Any], host: str, job_dir: Path,
     return files
 
 
-def write_config(request: dict[str, Any], host: str, root: Path, job_dir: Path,
-                 own_namespace: bool) -> None:
-    """Write `host`'s config files under `root/input/config` (replacing what is there)."""
+def write_config(root: Path, files: dict[str, Any]) -> None:
+    """Write `files` (see `config_files`) under `root/input/config`, replacing what is there."""
     config = root / "input" / "config"
     config.mkdir(parents=True, exist_ok=True)
     (config / "platform.json").unlink(missing_ok=True)
-    for name, content in config_files(request, host, job_dir, own_namespace).items():
+    for name, content in files.items():
         (config / name).write_text(json.dumps(content, indent=1))
 
 

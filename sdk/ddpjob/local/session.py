@@ -15,6 +15,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import fsutil
+from ddpjob_runtime.errors import UnsafePathError
+from ddpjob_runtime.storage.uris import LOCAL_BUCKET
+
 from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
@@ -31,8 +35,6 @@ LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
 #: installed here, whatever the image says.
 LOCAL_IMAGE = "ddpjob-local"
-#: What `LocalSession.default_bucket()` answers: a folder under the home, not an S3 bucket.
-LOCAL_BUCKET = "sagemaker-local"
 
 
 def default_home() -> Path:
@@ -72,6 +74,15 @@ class LocalSession(BaseSession):
         """The boto3-shaped client (create/describe/stop/list training jobs), e.g. for the
         official SageMaker SDK."""
         return self._client
+
+    def official_session(self) -> Any:
+        """The installed official SageMaker SDK's own session (v3's
+        `sagemaker.core.helper.session_helper.Session`, v2's `sagemaker.Session`) whose AWS
+        requests for training jobs this machine answers: give it to a v3 `ModelTrainer` or a
+        v2 estimator as `sagemaker_session`, and its jobs run here (see `official_session`)."""
+        from ddpjob.local.official_session import official_session
+
+        return official_session(self)
 
     # --- policy ------------------------------------------------------------------------------
 
@@ -188,18 +199,18 @@ class LocalSession(BaseSession):
     def default_bucket(self) -> str:
         """`"sagemaker-local"`: a bucket that is the folder `<home>/buckets/sagemaker-local`.
 
-        `upload_data` into it answers `file://` URIs, which local jobs read in place; other
-        bucket names are real S3 buckets. An `s3://sagemaker-local/...` URI written by hand
-        reaches S3, not this folder: use the URIs that `upload_data` returns.
+        `upload_data` into it answers `file://` URIs, which local jobs read in place; an
+        `s3://sagemaker-local/...` URI names the same folder on this backend (jobs, the
+        official SDK's session); other bucket names are real S3 buckets.
         """
         with _private_files():
-            (self.home / "buckets" / LOCAL_BUCKET).mkdir(parents=True, exist_ok=True)
+            self._client.bucket_root.mkdir(parents=True, exist_ok=True)
         return LOCAL_BUCKET
 
     def _bucket_root(self, bucket: str) -> str:
         if bucket != LOCAL_BUCKET:
             return super()._bucket_root(bucket)
-        return (self.home / "buckets" / LOCAL_BUCKET).as_uri() + "/"
+        return self._client.bucket_root.as_uri() + "/"
 
     @property
     def boto_region_name(self) -> str | None:
@@ -215,12 +226,16 @@ class LocalSession(BaseSession):
         with _private_files():
             return super().upload_data(path, bucket, key_prefix, callback, extra_args)
 
-    def check_location(self, uri: str, argument: str) -> None:
-        """See `BaseSession.check_location`; `s3://sagemaker-local/...` is refused: that bucket
-        is the local folder, whose URIs are `file://`."""
+    def check_location(self, uri: str, argument: str) -> str:
+        """See `BaseSession.check_location`; `s3://sagemaker-local/...` is the local bucket's
+        folder, named by its `file://` URI."""
         super().check_location(uri, argument)
-        if uri == f"s3://{LOCAL_BUCKET}" or uri.startswith(f"s3://{LOCAL_BUCKET}/"):
-            raise UserInputError(
-                f"{argument} {uri!r}: the LocalSession's default bucket is the folder "
-                f"{self._bucket_root(LOCAL_BUCKET)}; use file:// URIs there (as upload_data "
-                f"returns them)")
+        if uri != f"s3://{LOCAL_BUCKET}" and not uri.startswith(f"s3://{LOCAL_BUCKET}/"):
+            return uri
+        key = uri[len(f"s3://{LOCAL_BUCKET}"):].strip("/")
+        if not key:
+            return self._bucket_root(LOCAL_BUCKET)
+        try:
+            return fsutil.contained(self._client.bucket_root, key, what=argument).as_uri()
+        except UnsafePathError as error:
+            raise UserInputError(str(error)) from None

@@ -22,7 +22,7 @@ from pathlib import Path
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import dlc_host, failure_cause, metrics, staging
+from ddpjob.local import failure_cause, hostkind, metrics, staging
 from ddpjob.local.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import JobState
@@ -130,7 +130,7 @@ class Supervisor:
         self.hosts.end_all()
         self.hosts.forget()
         self.cause = self.failed_host = None
-        if not dlc_host.is_dlc_request(self.request):  # a DLC host restores its own
+        if not hostkind.runs_image_program(self.request):  # such a host restores its own
             staging.stage_checkpoint(self.job_dir, self.request)
         if self._update(JobState.start_again).status is SecondaryStatus.STARTING:
             return True
@@ -177,9 +177,9 @@ class Supervisor:
         log.info("job %s: %s", self.name, self._update(change).status.value)
 
     def _stage(self) -> dict[str, dict[str, object]] | None:
-        """Stage the inputs once for all hosts; a host of SageMaker's own container stages its
-        own, as on SageMaker (`platform_duties`), so nothing is staged for it here."""
-        if dlc_host.is_dlc_request(self.request):
+        """Stage the inputs once for all hosts; a host that runs the image's own program stages
+        its own, as on SageMaker (`platform_duties`), so nothing is staged for it here."""
+        if hostkind.runs_image_program(self.request):
             return None
         return staging.stage_job(self.store.home, self.job_dir, self.request, self.hosts.names)
 

@@ -1,22 +1,28 @@
 """Requests to the local client: botocore's own checks, then what SageMaker's server would check.
 
-Shape errors raise `botocore.exceptions.ParamValidationError`, exactly as a boto3 client does
-before sending; content errors raise the `ClientError` (`ValidationException`) SageMaker would
-answer, with a message naming the field and what local mode allows.
+Every request is checked here, whoever built it (ddpjob's estimator, the official SDK, boto3
+code). Shape errors raise `botocore.exceptions.ParamValidationError`, exactly as a boto3 client
+does before sending; content errors raise the `ClientError` (`ValidationException`) SageMaker
+would answer: the service model's own limits (`model_limits`: lengths, counts, patterns,
+enums), then what local mode needs, each in one line naming the member and what is allowed,
+before anything is written or started.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from ddpjob_runtime import contract
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
-from ddpjob.local import dlc_host, metrics
+from ddpjob import image_uris
+from ddpjob.local import hostkind, metrics, model_limits
 from ddpjob.request import service_model
 
 LOCAL_INSTANCE_TYPES = ("local", "local_gpu")  # what runs on this machine
 URI_SCHEMES = ("s3://", "file://")
+HOST_MEMORY = 512 * 2**20  # what one local host needs at least: an agent and a torch worker
+LOOPBACK_HOSTS = 254  # 127.0.0.1-254, the addresses that name hosts on this machine
 
 
 def client_error(operation: str, message: str, code: str = "ValidationException") -> Exception:
@@ -59,24 +65,51 @@ def _check_uri(operation: str, field: str, uri: str) -> None:
         )
 
 
-def _check_hyperparameters(op: str, hps: dict[str, str]) -> None:
-    """SageMaker's limits: at most 100, names up to 256 characters, values up to 2500."""
-    if len(hps) > contract.MAX_HYPERPARAMETERS:
+def _memory_bytes() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def max_local_hosts() -> int:
+    """How many hosts one job may have on this machine: one per HOST_MEMORY of its memory (each
+    host is at least an agent and one interpreter with torch), at most LOOPBACK_HOSTS."""
+    return max(1, min(LOOPBACK_HOSTS, _memory_bytes() // HOST_MEMORY))
+
+
+def _check_count(op: str, count: int) -> None:
+    if count < 1:
+        raise client_error(op, f"ResourceConfig.InstanceCount must be at least 1, got {count}")
+    limit = max_local_hosts()
+    if count > limit:
         raise client_error(
-            op, f"HyperParameters: {len(hps)} given, SageMaker allows at most "
-                f"{contract.MAX_HYPERPARAMETERS}"
-        )
-    for name, value in hps.items():
-        if len(name) > contract.MAX_HYPERPARAMETER_NAME:
+            op, f"ResourceConfig.InstanceCount {count}: this machine runs at most {limit} local "
+                f"hosts (one per {HOST_MEMORY // 2**20} MiB of its {_memory_bytes() / 2**30:.1f} "
+                f"GiB of memory, "
+                f"and at most {LOOPBACK_HOSTS}, the loopback addresses 127.0.0.1-254)",
+        )  # fmt: skip
+
+
+def _check_channels(op: str, channels: list[dict[str, Any]]) -> None:
+    """Each channel becomes the folder `input/data/<name>`: one per name, and no name that
+    leaves that folder; local mode reads S3DataSource URIs."""
+    seen: set[str] = set()
+    for channel in channels:
+        name = channel["ChannelName"]
+        if name in (".", ".."):
             raise client_error(
-                op, f"HyperParameters: name {name[:40]!r}... is {len(name)} characters long, "
-                    f"at most {contract.MAX_HYPERPARAMETER_NAME} are allowed",
+                op, f"InputDataConfig channel {name!r}: a channel name must name a folder in "
+                    f"input/data (letters, digits, '.', '-', '_'; not '.' or '..')",
             )  # fmt: skip
-        if len(value) > contract.MAX_HYPERPARAMETER_VALUE:
+        if name in seen:
+            raise client_error(op, f"InputDataConfig channel {name!r} is given twice: channel "
+                                   f"names must be unique")
+        seen.add(name)
+        s3 = channel.get("DataSource", {}).get("S3DataSource")
+        if s3 is None:
             raise client_error(
-                op, f"HyperParameters: the value of {name!r} is {len(value)} characters long, "
-                    f"at most {contract.MAX_HYPERPARAMETER_VALUE} are allowed",
+                op, f"InputDataConfig channel {name!r}: local mode supports S3DataSource only "
+                    f"(s3:// or file:// URIs)",
             )  # fmt: skip
+        _check_uri(op, f"InputDataConfig channel {name!r}", s3["S3Uri"])
 
 
 def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> None:
@@ -86,6 +119,9 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
     """
     op = "CreateTrainingJob"
     check_job_name(op, request["TrainingJobName"])
+    shape = service_model().operation_model(op).input_shape
+    if problem := model_limits.first_violation(shape, request):
+        raise client_error(op, problem)
     resources = request.get("ResourceConfig")
     if not resources:
         raise client_error(op, "ResourceConfig is required (InstanceType, InstanceCount)")
@@ -93,16 +129,17 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
         raise client_error(op, "ResourceConfig.InstanceGroups: local mode runs one group only; "
                                "use InstanceType and InstanceCount")
     kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
-    if problem := dlc_host.request_problem(request) or metrics.check(request):
+    _check_count(op, count)
+    if problem := hostkind.problem(request) or metrics.check(request):
         raise client_error(op, problem)
-    if kind not in LOCAL_INSTANCE_TYPES and not dlc_host.is_dlc_request(request):
+    cpu = str(kind).startswith("ml.") and image_uris.processor(kind) == "cpu"
+    if kind not in LOCAL_INSTANCE_TYPES and not cpu and not hostkind.runs_image_program(request):
         raise client_error(
             op,
-            f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' (CPU, "
-            f"gloo) or 'local_gpu' (NCCL), or a SageMaker Session for {kind!r}",
+            f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' or a "
+            f"CPU type such as 'ml.m5.xlarge' (CPU, gloo), 'local_gpu' (NCCL, this machine's "
+            f"GPUs), or a SageMaker Session for {kind!r}",
         )
-    if count < 1:
-        raise client_error(op, f"ResourceConfig.InstanceCount must be at least 1, got {count}")
     if kind == "local_gpu" and visible_gpus is not None and visible_gpus < count:
         raise client_error(
             op,
@@ -110,22 +147,15 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             f"GPU(s), one set per simulated host; this machine has {visible_gpus}",
         )
     hps = request.get("HyperParameters") or {}
-    _check_hyperparameters(op, hps)
-    if not hps.get("sagemaker_program"):
+    if hostkind.needs_program(request) and not hps.get("sagemaker_program"):
         raise client_error(
             op, "HyperParameters.sagemaker_program (the entry point script) is required in "
-                "local mode: local hosts run the ddpjob runtime, not a training image",
+                "local mode unless AlgorithmSpecification.ContainerEntrypoint names the "
+                "container's command: local hosts run the ddpjob runtime or SageMaker's "
+                "PyTorch toolkit, which run that script",
         )  # fmt: skip
     _check_uri(op, "OutputDataConfig.S3OutputPath", request["OutputDataConfig"]["S3OutputPath"])
-    for channel in request.get("InputDataConfig") or []:
-        source = channel.get("DataSource", {})
-        s3 = source.get("S3DataSource")
-        if s3 is None:
-            raise client_error(
-                op, f"InputDataConfig channel {channel['ChannelName']!r}: local mode supports "
-                    f"S3DataSource only (s3:// or file:// URIs)",
-            )  # fmt: skip
-        _check_uri(op, f"InputDataConfig channel {channel['ChannelName']!r}", s3["S3Uri"])
+    _check_channels(op, request.get("InputDataConfig") or [])
     checkpoint = request.get("CheckpointConfig")
     if checkpoint:
         _check_uri(op, "CheckpointConfig.S3Uri", checkpoint["S3Uri"])

@@ -1,0 +1,128 @@
+"""A local host of a request that names its own container command, run as SageMaker runs it.
+
+`AlgorithmSpecification.ContainerEntrypoint` + `ContainerArguments` replace the image's entry
+point on every host. The official SDK v3's `ModelTrainer` sends such requests: its drivers
+travel as the input channel `sm_drivers` (beside the code as `code`) and the command is
+`/bin/bash -c "chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh && .../sm_train.sh"`, which
+runs `environment.py` and then `torchrun_driver.py`, `mpi_driver.py` or `basic_script_driver.py`.
+Those drivers run here unchanged: `python -m ddpjob.local.container_host JOB_DIR HOST` does the
+platform's duties around the command (`platform_host`) and gives it what a SageMaker host gives
+it: the config files with hosts named `algo-N`, `TRAINING_JOB_NAME`, a Python with pip on PATH
+(`hostpython`: a venv per host, where `requirements.txt` installs go), the host's GPU count, the
+request's Environment. The drivers hard-code `/opt/ml` and the master `algo-1:7777`, so each
+host runs in its own mount namespace (`sandbox`, applied by `hosts`), where `/opt/ml` is the
+host's folder and `algo-N` resolves to a loopback address; where the machine has none, such a
+request is refused before anything starts. The fixed port allows one multi-host job at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ddpjob import image_uris
+from ddpjob.local import hostpython, platform_host, responses, sandbox
+
+MODULE = "ddpjob.local.container_host"
+OPT_ML = "/opt/ml"  # what the platform stages before the command starts lives below
+
+
+def _algorithm(request: dict[str, Any]) -> dict[str, Any]:
+    return request.get("AlgorithmSpecification") or {}
+
+
+def is_container_request(request: dict[str, Any]) -> bool:
+    """Whether the request names its own container command (ContainerEntrypoint)."""
+    return bool(_algorithm(request).get("ContainerEntrypoint"))
+
+
+def _program_problem(program: str) -> str | None:
+    """Why `program` (ContainerEntrypoint[0]) cannot start on a local host, or None."""
+    where = "AlgorithmSpecification.ContainerEntrypoint[0]"
+    if not program.strip():
+        return f"{where} is empty: it must name the program to run, e.g. '/bin/bash'"
+    if "/" not in program:
+        if shutil.which(program) is None and program not in hostpython.COMMANDS:
+            return f"{where} {program!r}: no such program on this machine's PATH"
+        return None
+    if not program.startswith("/"):
+        return (f"{where} {program!r}: a relative path names nothing on a local host; give a "
+                f"program name or an absolute path")
+    path = os.path.normpath(program)
+    if path == OPT_ML or path.startswith(OPT_ML + "/"):
+        return None  # staged by the platform (a channel, the code) before the command starts
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        return f"{where} {program!r}: not an executable file on this machine"
+    return None
+
+
+def request_problem(request: dict[str, Any]) -> str | None:
+    """Why this machine cannot run the request's container command (one line), or None (also
+    for requests without one)."""
+    algorithm = _algorithm(request)
+    if not is_container_request(request):
+        if algorithm.get("ContainerArguments"):
+            return ("AlgorithmSpecification.ContainerArguments without ContainerEntrypoint: "
+                    "local hosts run ContainerEntrypoint + ContainerArguments, not the image's "
+                    "own entry point; give ContainerEntrypoint too")
+        return None
+    if problem := _program_problem(algorithm["ContainerEntrypoint"][0]):
+        return problem
+    if (reason := sandbox.available()) is not None:
+        return (f"AlgorithmSpecification.ContainerEntrypoint: a container command needs each "
+                f"local host in its own mount namespace, where /opt/ml is the host's folder and "
+                f"algo-1 resolves (ModelTrainer's drivers hard-code both), and this machine "
+                f"gives none: {reason}")
+    kind = request["ResourceConfig"].get("InstanceType", "")
+    if kind.startswith("ml.") and image_uris.processor(kind) != "cpu":
+        return (f"ResourceConfig.InstanceType {kind!r}: local hosts run a container command on "
+                f"CPU instance types (ml.m5, ml.c5, ...), 'local' or 'local_gpu' (this "
+                f"machine's GPUs)")
+    return None
+
+
+class ContainerHost(platform_host.PlatformHost):
+    """One local host of a container-command job: the command, the platform's duties around."""
+
+    program = "the container command"
+
+    def __init__(self, job_dir: Path, host: str):
+        super().__init__(job_dir, host)
+        self.bin_dir: Path | None = None
+
+    def prepare(self) -> None:
+        """The platform's duties, then this host's Python (`hostpython`), beside its root."""
+        super().prepare()
+        gpu_ids = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        self.bin_dir = hostpython.create(self._python_dir(), hostpython.image_python(), gpu_ids)
+
+    def _python_dir(self) -> Path:
+        return self.root.parent / f"{self.host}.python"
+
+    def run(self) -> int:
+        """This host's part of the job; what its command installed is gone afterwards, as
+        with the container."""
+        try:
+            return super().run()
+        finally:
+            shutil.rmtree(self._python_dir(), ignore_errors=True)
+
+    def command(self) -> list[str]:
+        """ContainerEntrypoint + ContainerArguments."""
+        algorithm = _algorithm(self.request)
+        return [*algorithm["ContainerEntrypoint"], *(algorithm.get("ContainerArguments") or [])]
+
+    def environment(self) -> dict[str, str]:
+        """This host's environment (the request's Environment included), with what SageMaker
+        adds and the host's Python first on PATH; /opt/ml is the root, as in a container."""
+        env = super().environment()
+        name = self.request["TrainingJobName"]
+        env.update(TRAINING_JOB_NAME=name, TRAINING_JOB_ARN=responses.job_arn(name))
+        env["PATH"] = os.pathsep.join([str(self.bin_dir), env.get("PATH", "")])
+        return env
+
+
+if __name__ == "__main__":
+    platform_host.main(ContainerHost, MODULE)

@@ -1,0 +1,84 @@
+"""The Python a container host gives its command: what a training image has on its PATH.
+
+ModelTrainer's drivers look for `python3`/`python` and `pip3`/`pip` on PATH, start `torchrun`,
+read the host's GPU count from `nvidia-smi --list-gpus`, and install the code's
+`requirements.txt` with that pip. Each host gets a virtual environment of its own under the job
+folder, over the image's Python (`$DDPJOB_DLC_PYTHON`, else this one): created without pip
+(about 50 ms) and seeing every package of that Python, so nothing is copied and what a job
+installs stays in the job, never in the user's environment. `pip`, `pip3` and `torchrun` run the
+image's modules with the venv's interpreter (so installs land in the venv); `nvidia-smi` lists
+only the host's own GPUs (none on `local` and CPU instance types).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PYTHON_ENV = "DDPJOB_DLC_PYTHON"
+NO_GPU_EXIT = 6  # what nvidia-smi exits with when it finds no device
+#: The commands every host's bin holds, whatever this machine's PATH has.
+COMMANDS = ("python", "python3", "pip", "pip3", "torchrun", "nvidia-smi")
+
+
+def image_python() -> str:
+    """The Python that stands for the training image's: `$DDPJOB_DLC_PYTHON`, else this one."""
+    return os.environ.get(PYTHON_ENV) or sys.executable
+
+
+def _site_packages(prefix: Path) -> list[Path]:
+    return sorted(prefix.glob("lib/python*/site-packages"))
+
+
+def create(folder: Path, python: str, gpu_ids: list[str]) -> Path:
+    """A venv at `folder` over `python`, with the commands a training image has; its bin."""
+    subprocess.run([python, "-m", "venv", "--without-pip", "--system-site-packages",
+                    str(folder)], check=True, capture_output=True, timeout=120)
+    parent = Path(python).parent.parent
+    if (parent / "pyvenv.cfg").exists():  # a venv's packages are not its base's: add them
+        lines = [f"import site; site.addsitedir({str(p)!r})" for p in _site_packages(parent)]
+        for own in _site_packages(folder):
+            (own / "_ddpjob_image_python.pth").write_text("\n".join(lines) + "\n")
+    bin_dir = folder / "bin"
+    interpreter = bin_dir / "python"
+    for name in ("pip", "pip3"):
+        _script(bin_dir / name, f'exec "{interpreter}" -m pip "$@"')
+    _script(bin_dir / "torchrun",  # torch's console script, run by the venv's interpreter
+            f'exec "{interpreter}" -c "import sys; sys.argv[0] = \'torchrun\'; '
+            f'from torch.distributed.run import main; sys.exit(main())" "$@"')
+    _script(bin_dir / "nvidia-smi", _nvidia_smi(gpu_ids, exclude=bin_dir))
+    return bin_dir
+
+
+def _nvidia_smi(gpu_ids: list[str], exclude: Path) -> str:
+    """The body of an `nvidia-smi` that sees only `gpu_ids` (indexes or UUIDs of the machine's
+    GPUs): `--list-gpus` lists them alone (what the drivers count), anything else runs the
+    machine's `nvidia-smi` on them (`-i`)."""
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                           if p and Path(p) != exclude)
+    real = shutil.which("nvidia-smi", path=path)
+    listed = _listing(real) if gpu_ids and real else []
+    mine = [line for index, line in enumerate(listed)
+            if str(index) in gpu_ids or any(f"UUID: {g})" in line for g in gpu_ids)]
+    if not mine:
+        return f'echo "No devices were found"\nexit {NO_GPU_EXIT}'
+    return ('case "$1" in\n-L|--list-gpus) cat <<"EOF"\n' + "\n".join(mine) +
+            f'\nEOF\n;;\n*) exec "{real}" -i {",".join(gpu_ids)} "$@";;\nesac')
+
+
+def _listing(nvidia_smi: str) -> list[str]:
+    """The machine's `nvidia-smi --list-gpus` lines, one per GPU, in index order."""
+    try:
+        done = subprocess.run([nvidia_smi, "--list-gpus"], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line for line in done.stdout.splitlines() if line.startswith("GPU ")]
+
+
+def _script(path: Path, body: str) -> None:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o700)

@@ -1,0 +1,145 @@
+"""CloudWatch Logs' API over the hosts' log files of local jobs (see `official_session`).
+
+As on SageMaker, a job's hosts log to the group `/aws/sagemaker/TrainingJobs`, one stream per
+host named `<job>/algo-N-<epoch>` (the job's creation time); a stream exists once its host has
+written something. Each line of a host's log file is an event; the tokens are byte offsets into
+the file (`f/<offset>` forward, `b/<offset>` backward), so paging never re-reads or skips a line.
+Every event of a stream carries the job's creation time: the lines have no time of their own,
+and a timestamp that never changes keeps the official SDK v2's position keeping exact.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime.contract import JOB_NAME_PATTERN
+
+from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.local.bucket_api import Answer, error
+from ddpjob.local.client import LocalSageMakerClient
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+LIMIT = 10000  # GetLogEvents' and FilterLogEvents' most events per answer
+
+
+class JobLogStreams:
+    """The log streams of the jobs of one local client (one home)."""
+
+    def __init__(self, client: LocalSageMakerClient):
+        self.client = client
+
+    def knows(self, job: str) -> bool:
+        """Whether `job` is a job of this home (its logs are here)."""
+        return bool(JOB_NAME_PATTERN.match(job)) and self.client.store.exists(job)
+
+    @staticmethod
+    def job_of(params: dict[str, Any]) -> str:
+        """The job whose streams a request names (by a stream, a prefix or a list of streams)."""
+        names = params.get("logStreamNames") or [""]
+        stream = params.get("logStreamName") or params.get("logStreamNamePrefix") or names[0]
+        return stream.split("/", 1)[0]
+
+    def _streams(self, group: str, prefix: str) -> dict[str, Path] | Answer:
+        """`{stream name: log file}` of the streams under `prefix`, in name order."""
+        if group != LOG_GROUP:
+            return error(400, "ResourceNotFoundException", "The specified log group does not "
+                                                           "exist.")
+        job = prefix.split("/", 1)[0]
+        if not self.knows(job):
+            return {}
+        epoch = int(self.client.store.state(job).creation_time)
+        request = self.client.store.request(job)
+        logs = self.client.job_dir(job) / "logs"
+        found = {f"{job}/algo-{i}-{epoch}": logs / f"algo-{i}.log"
+                 for i in range(1, request["ResourceConfig"].get("InstanceCount", 1) + 1)}
+        return {name: path for name, path in sorted(found.items())
+                if name.startswith(prefix) and path.is_file() and path.stat().st_size}
+
+    def _ended(self, stream: str) -> bool:
+        job = stream.split("/", 1)[0]
+        return self.client.describe_training_job(
+            TrainingJobName=job)["TrainingJobStatus"] in TERMINAL_STATUSES
+
+    def _events(self, stream: str, path: Path, start: int, limit: int) -> list[tuple[dict, int]]:
+        """The events of the lines from byte `start` (at most `limit`), each with the offset
+        after its line; a last line without its newline counts once the job has ended."""
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            data = handle.read()
+        if data and not data.endswith(b"\n") and self._ended(stream):
+            data += b"\n"
+        stamp = int(self.client.store.state(stream.split("/", 1)[0]).creation_time * 1000)
+        found, offset = [], start
+        for line in data.split(b"\n")[:-1][:limit]:
+            offset += len(line) + 1
+            found.append(({"timestamp": stamp, "ingestionTime": stamp,
+                           "message": line.decode("utf-8", "replace")}, offset))
+        return found
+
+    def describe_log_streams(self, params: dict[str, Any]) -> Answer:
+        """DescribeLogStreams: the streams of a job (by `logStreamNamePrefix`)."""
+        streams = self._streams(params["logGroupName"], params.get("logStreamNamePrefix", ""))
+        if isinstance(streams, tuple):
+            return streams
+        names = sorted(streams, reverse=bool(params.get("descending")))
+        start = int(params.get("nextToken") or 0)
+        size = params.get("limit", 50)
+        answer: dict[str, Any] = {"logStreams": [
+            {"logStreamName": name, "creationTime": int(streams[name].stat().st_ctime * 1000),
+             "lastIngestionTime": int(streams[name].stat().st_mtime * 1000),
+             "storedBytes": streams[name].stat().st_size}
+            for name in names[start:start + size]]}
+        if start + size < len(names):
+            answer["nextToken"] = str(start + size)
+        return 200, answer
+
+    def get_log_events(self, params: dict[str, Any]) -> Answer:
+        """GetLogEvents: lines of one stream, forward from a token or the head, or the last
+        ones before a backward token or the end."""
+        name = params["logStreamName"]
+        streams = self._streams(params["logGroupName"], name)
+        if isinstance(streams, tuple):
+            return streams
+        if name not in streams:
+            return error(400, "ResourceNotFoundException", "The specified log stream does not "
+                                                           "exist.")
+        limit, token = params.get("limit", LIMIT), params.get("nextToken") or ""
+        size = streams[name].stat().st_size
+        if token.startswith("f/") or (not token and params.get("startFromHead")):
+            start = int(token[2:]) if token else 0
+            read = self._events(name, streams[name], start, limit)
+            end = read[-1][1] if read else start
+        else:
+            end = int(token[2:]) if token else size
+            lines = [r for r in self._events(name, streams[name], 0, 1 << 62) if r[1] <= end]
+            first = max(0, len(lines) - limit)
+            start, read = lines[first - 1][1] if first else 0, lines[first:]
+        events = [e for e, _ in read if e["timestamp"] >= params.get("startTime", 0)]
+        return 200, {"events": events, "nextForwardToken": f"f/{end}",
+                     "nextBackwardToken": f"b/{start}"}
+
+    def filter_log_events(self, params: dict[str, Any]) -> Answer:
+        """FilterLogEvents: the lines of the streams named (or under a prefix) that contain
+        `filterPattern`, stream after stream; the token holds every stream's offset."""
+        prefix = params.get("logStreamNamePrefix") or f"{self.job_of(params)}/"
+        streams = self._streams(params["logGroupName"], prefix)
+        if isinstance(streams, tuple):
+            return streams
+        wanted = params.get("logStreamNames") or list(streams)
+        offsets = json.loads(params.get("nextToken") or "{}")
+        found, left = [], params.get("limit", LIMIT)
+        pattern = (params.get("filterPattern") or "").strip('"')
+        for name in [n for n in streams if n in wanted]:
+            read = self._events(name, streams[name], offsets.get(name, 0), left)
+            offsets[name] = read[-1][1] if read else offsets.get(name, 0)
+            left -= len(read)
+            found += [{**e, "logStreamName": name, "eventId": f"{name}/{end}"}
+                      for e, end in read if pattern in e["message"]]
+        answer = {"events": found, "searchedLogStreams": [
+            {"logStreamName": n, "searchedCompletely": True} for n in streams if n in wanted]}
+        if left <= 0:
+            answer["nextToken"] = json.dumps(offsets)
+        return 200, answer
+
