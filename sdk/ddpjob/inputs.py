@@ -131,13 +131,9 @@ def channels(inputs: Iterable[Input],
     that channel is uploaded, or None when the backend reads it in place (asked only for local
     data)."""
     result = []
-    for item in inputs:
+    for item in inputs:  # S3 data, and local data this backend reads in place, stay where they are
         target = None if item.location.is_s3 else input_location(item.name)
-        if target is None:  # S3 data, or local data this backend reads in place
-            result.append(Channel(item.name, _with_uri(item.template, item.name,
-                                                       item.location.uri)))
-        else:
-            result.append(Channel(item.name, _with_uri(item.template, item.name,
-                                                       storage.as_folder(target)),
-                                  upload_from=item.location.path))
+        uri = item.location.uri if target is None else storage.as_folder(target)
+        result.append(Channel(item.name, _with_uri(item.template, item.name, uri),
+                              upload_from=None if target is None else item.location.path))
     return result
