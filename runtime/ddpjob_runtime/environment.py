@@ -143,8 +143,11 @@ def checkpoint_local_dir(root: Path, checkpoint_config: dict[str, Any]) -> Path:
 def mapped_path(root: Path, local: str, what: str = "LocalPath") -> Path:
     """A container path of the request: an `/opt/ml/...` path is mapped under `root` when the
     root is elsewhere (a local host); on SageMaker's own container (root `/opt/ml`) any path is
-    taken as it is. UnsafePathError (see `container_path`) for one that would leave the job."""
-    anywhere = root == Path(DEFAULT_ROOT)
+    taken as it is. UnsafePathError (see `container_path`) for one that would leave the job.
+    A local host whose namespace shows its folder as `/opt/ml` is no container of its own (the
+    machine's files are visible there): its `platform.json` says so, and `/opt/ml` bounds it."""
+    local_platform = (root / contract.CONFIG_DIR / contract.PLATFORM_FILE).exists()
+    anywhere = root == Path(DEFAULT_ROOT) and not local_platform
     path = container_path(local, what, anywhere=anywhere)
     return path if anywhere else root / path.relative_to(DEFAULT_ROOT)
 

@@ -1,25 +1,27 @@
 """The official estimator's vocabulary as a table: argument -> request member, check, local mode.
 
-Each row is one constructor argument of `sagemaker.estimator.EstimatorBase` / `Framework` that
-maps onto the CreateTrainingJob request. The estimator checks every row's value when it is made,
-merges each row's part into the request it builds, and `attach` reads each row back from a
-DescribeTrainingJob response. A new argument is one row; the README's table is
-`markdown_table()`.
-
-Besides the rows: the v1 names the official SDK renames with a warning (`RENAMED`), and the
-keyword arguments it accepts and drops (`DROPPED`), accepted here with the same warning.
+Each row is one constructor argument of `sagemaker.estimator.EstimatorBase` / `Framework`. The
+estimator checks every row's value when it is made (`check`), `plan` merges every row's part into
+the request (`request_part`), `attach` reads every row back from a DescribeTrainingJob response
+(`from_description`), and the README's table is `markdown_table()`. The first rows (`FIELDS`)
+are fields of the job definition; it carries the others' values as `members`. A new argument
+is one row. The official SDK's names that are not arguments: `official_kwargs`.
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ddpjob import validation
+from ddpjob_runtime import contract, storage
+from ddpjob_runtime.hyperparameters import check_user_hyperparameters, decode, is_reserved
+
+from ddpjob import backends, gitsource, naming, validation
+from ddpjob.definition import DEFAULT_MAX_RUN
+from ddpjob.distribution import NAMES as DISTRIBUTION_NAMES
+from ddpjob.distribution import distribution_from_hyperparameters
 from ddpjob.errors import UserInputError
 
 logger = logging.getLogger(__name__)
@@ -124,15 +126,113 @@ def _list(name: str) -> Callable[[Any], Any]:
     return lambda value: validation.string_list(value, name)
 
 
-ROWS: tuple[Argument, ...] = (
-    _member("volume_size", "ResourceConfig.VolumeSizeInGB",
-            lambda v: validation.positive_int(v, "volume_size", high=16384), NO_EFFECT,
-            default=30),
+_NOT_READ: Callable[[Mapping[str, Any]], Any] = lambda _: None  # noqa: E731 - attach omits it
+
+
+def _field(name: str, member: str, check: Callable[[Any], Any], local: str,
+           read: Callable[[Mapping[str, Any]], Any] = _NOT_READ, default: Any = None) -> Argument:
+    """A row with no member of its own: `plan` builds the code's hyperparameters and the job's
+    name from it."""
+    return Argument(name, member, check, lambda value, _: {}, read, local, default)
+
+
+def _given(name: str, path: str, check: Callable[[Any], Any], local: str,
+           read: Callable[[Mapping[str, Any]], Any], default: Any = None) -> Argument:
+    """A row whose value, unless empty or False, is the request member at `path`."""
+    return Argument(name, path, check, lambda value, _: _path_value(path, value) if value else {},
+                    read, local, default)
+
+
+def _hyperparameter(name: str) -> Callable[[Mapping[str, Any]], Any]:
+    return lambda description: decode(description.get("HyperParameters") or {}).get(name)
+
+
+def _user_hyperparameters(description: Mapping[str, Any]) -> dict[str, Any]:
+    decoded = decode(description.get("HyperParameters") or {})
+    return {name: value for name, value in decoded.items()
+            if not is_reserved(name) and name not in DISTRIBUTION_NAMES}
+
+
+def _distribution(description: Mapping[str, Any]) -> dict[str, Any] | None:
+    return distribution_from_hyperparameters(decode(description.get("HyperParameters") or {}))
+
+
+def _instance_type(value: Any) -> str:
+    if backends.for_instance_type(value) is None:
+        raise UserInputError(f"instance_type {value!r} is not allowed: use 'local' (CPU), "
+                             f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
+    return value
+
+
+def _spot(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise UserInputError(f"use_spot_instances must be True or False, got {value!r}")
+    return value
+
+
+def _location(name: str) -> Callable[[Any], storage.Location | None]:
+    """The folder URI parsed once (plain paths are file:// locations)."""
+    return lambda value: None if value is None else storage.parse(value, argument=name)
+
+
+def _int(name: str, **bounds: int) -> Callable[[Any], Any]:
+    return lambda value: validation.positive_int(value, name, **bounds)
+
+
+def _optional_int(name: str, **bounds: int) -> Callable[[Any], Any]:
+    return lambda value: validation.optional_int(value, name, **bounds)
+
+
+_IDENTITY: Callable[[Any], Any] = lambda value: value  # noqa: E731 - checked with its partners
+_RUNS = "honoured"
+_NO_SPOT = "accepted; no spot capacity on this machine"
+_CODE = "HyperParameters.sagemaker_submit_directory"
+#: The rows that are fields of the job definition: every parameter of `Estimator.__init__`.
+FIELDS: tuple[Argument, ...] = (
+    _member("instance_type", "ResourceConfig.InstanceType", _instance_type,
+            "'local' (CPU, gloo) or 'local_gpu' (NCCL)"),
+    _member("instance_count", "ResourceConfig.InstanceCount", _int("instance_count"),
+            "that many local hosts", default=1),
+    _member("image_uri", "AlgorithmSpecification.TrainingImage", _str("image_uri"),
+            "ddpjob's runtime, or SageMaker's PyTorch container's toolkit"),
+    _member("max_run", "StoppingCondition.MaxRuntimeInSeconds", _int("max_run"),
+            "honoured: the job is stopped (MaxRuntimeExceeded)", default=DEFAULT_MAX_RUN),
+    _given("use_spot_instances", "EnableManagedSpotTraining", _spot, _NO_SPOT,
+           _read("EnableManagedSpotTraining"), default=False),
+    _member("max_wait", "StoppingCondition.MaxWaitTimeInSeconds", _optional_int("max_wait"),
+            _NO_SPOT),
+    _field("entry_point", "HyperParameters.sagemaker_program", _IDENTITY, _RUNS,
+           _hyperparameter(contract.PROGRAM)),
+    _field("source_dir", _CODE, _IDENTITY, _RUNS, _hyperparameter(contract.SUBMIT_DIRECTORY)),
+    _field("dependencies", _CODE, _IDENTITY, _RUNS),
+    _field("git_config", _CODE, gitsource.check, "cloned when the job is planned"),
+    _given("hyperparameters", "HyperParameters", check_user_hyperparameters, _RUNS,
+           _user_hyperparameters),
+    _field("distribution", "HyperParameters.sagemaker_*", _IDENTITY,
+           "see `distribution` below", _distribution),
+    _member("role", "RoleArn", _str("role"), "not needed"),
+    _field("base_job_name", "TrainingJobName",
+           lambda v: None if v is None else naming.check_base_job_name(v), _RUNS),
+    _given("environment", "Environment", validation.environment, _RUNS, _read("Environment")),
+    _member("max_retry_attempts", "RetryStrategy.MaximumRetryAttempts",
+            _optional_int("max_retry_attempts", high=30), "honoured: the whole job is retried"),
+    _field("container_log_level", "HyperParameters.sagemaker_container_log_level",
+           _int("container_log_level", low=0), _RUNS,
+           _hyperparameter(contract.CONTAINER_LOG_LEVEL), default=logging.INFO),
+    _given("tags", "Tags", validation.tags, "kept with the job", _NOT_READ),
+    _member("output_path", "OutputDataConfig.S3OutputPath", _location("output_path"),
+            "a file:// folder (default: the local home)"),
+    _field("code_location", _CODE, _location("code_location"), "a file:// folder"),
+    _member("checkpoint_s3_uri", "CheckpointConfig.S3Uri", _location("checkpoint_s3_uri"),
+            "a file:// or s3:// folder, synced with the host's checkpoint folder"),
+)
+ROWS: tuple[Argument, ...] = FIELDS + (
+    _member("volume_size", "ResourceConfig.VolumeSizeInGB", _int("volume_size", high=16384),
+            NO_EFFECT, default=30),
     _member("volume_kms_key", "ResourceConfig.VolumeKmsKeyId", _str("volume_kms_key"),
             NO_EFFECT),
     _member("keep_alive_period_in_seconds", "ResourceConfig.KeepAlivePeriodInSeconds",
-            lambda v: validation.optional_int(v, "keep_alive_period_in_seconds", low=0,
-                                              high=3600), NO_EFFECT),
+            _optional_int("keep_alive_period_in_seconds", low=0, high=3600), NO_EFFECT),
     _member("instance_groups", "ResourceConfig.InstanceGroups", _instance_groups,
             "refused: local mode runs one group (instance_type, instance_count)"),
     _member("output_kms_key", "OutputDataConfig.KmsKeyId", _str("output_kms_key"), NO_EFFECT),
@@ -162,9 +262,8 @@ ROWS: tuple[Argument, ...] = (
     Argument("debugger_hook_config", "DebugHookConfig", _debugger_hook,
              _debugger_hook_part, _read("DebugHookConfig"),
              NO_EFFECT),
-    Argument("disable_profiler", "ProfilerConfig.DisableProfiler", _bool("disable_profiler"),
-             lambda v, _: {"ProfilerConfig": {"DisableProfiler": True}} if v else {},
-             _read("ProfilerConfig.DisableProfiler"), NO_EFFECT),
+    _given("disable_profiler", "ProfilerConfig.DisableProfiler", _bool("disable_profiler"),
+           NO_EFFECT, _read("ProfilerConfig.DisableProfiler")),
     _member("profiler_config", "ProfilerConfig",
             lambda v: validation.request_dict(v, "profiler_config"), NO_EFFECT),
     _member("checkpoint_local_path", "CheckpointConfig.LocalPath",
@@ -191,91 +290,16 @@ ROWS: tuple[Argument, ...] = (
              lambda v, _: {}, lambda _: None, "a channel like any other", default="model"),
 )
 BY_NAME = {row.name: row for row in ROWS}
+#: The rows whose values are folder URIs, parsed once into `storage.Location`s.
+LOCATIONS = ("output_path", "code_location", "checkpoint_s3_uri")
 
-#: The parameters of `Estimator` and `PyTorch` that are not rows and that a job spec (YAML) can
-#: hold: no session, and no argument that only takes an official SDK object (compiler_config).
-PARAMETERS = frozenset({
-    "entry_point", "source_dir", "dependencies", "git_config", "hyperparameters",
-    "instance_count", "instance_type", "distribution", "role", "image_uri", "output_path",
-    "code_location", "base_job_name", "environment", "max_run", "checkpoint_s3_uri", "tags",
-    "use_spot_instances", "max_wait", "max_retry_attempts", "container_log_level",
-    "framework_version", "py_version",
-})
+#: The parameters of `Estimator` and `PyTorch` that a job spec (YAML) can hold: no session,
+#: and no argument that only takes an official SDK object (compiler_config).
+PARAMETERS = frozenset(row.name for row in FIELDS) | {"framework_version", "py_version"}
+#: The rows that are not fields of the job definition: it carries their values as `members`.
+MEMBERS = tuple(row.name for row in ROWS if row not in FIELDS)
 #: Every estimator argument a job spec may name: the parameters and the table's rows.
 SPEC_KEYS = PARAMETERS | frozenset(BY_NAME)
-
-#: The official SDK's v1 names -> v2 names (`sagemaker.deprecations.renamed_kwargs`).
-RENAMED = {
-    "train_instance_count": "instance_count",
-    "train_instance_type": "instance_type",
-    "train_max_run": "max_run",
-    "train_use_spot_instances": "use_spot_instances",
-    "train_max_wait": "max_wait",
-    "train_volume_size": "volume_size",
-    "train_volume_kms_key": "volume_kms_key",
-    "image_name": "image_uri",
-}
-#: Keyword arguments seen in notebooks that the official estimators accept and ignore (their
-#: `**kwargs`): accepted with a warning. `job_name`/`wait`/`logs` belong to `fit()`.
-DROPPED = frozenset({"job_name", "wait", "logs", "model_dir", "env", "experiment_config",
-                     "image_scope", "train_volume_kms_key_id", "py_version_warning"})
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, DeprecationWarning, stacklevel=4)
-    logger.warning(message)
-
-
-def rename_v1(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Remove the v1 names from `kwargs`; return their values under the v2 names, warning as
-    the official SDK does (the v1 value wins, as there)."""
-    renamed = {}
-    for old, new in RENAMED.items():
-        if old in kwargs:
-            if new in kwargs:
-                raise UserInputError(f"give {new} or its old name {old}, not both")
-            renamed[new] = kwargs.pop(old)
-            _warn(f"{old} has been renamed in sagemaker>=2 (ddpjob follows: use {new}).")
-    return renamed
-
-
-def drop_ignored(kwargs: dict[str, Any]) -> None:
-    """Remove the arguments the official SDK ignores, with a warning naming each."""
-    for name in sorted(DROPPED & set(kwargs)):
-        kwargs.pop(name)
-        hint = " (pass it to fit())" if name in ("job_name", "wait", "logs") else ""
-        _warn(f"{name} is not an estimator argument; ignored, as the official SDK ignores "
-              f"it{hint}")
-
-
-#: Official SDK arguments that ddpjob refuses (each would change what runs in a way it cannot
-#: honour). Every other official argument is accepted: see `arguments`.
-UNSUPPORTED_ARGUMENTS = frozenset({
-    "container_entry_point", "container_arguments", "checkpoint_s3_uri_kms_key",
-    "training_recipe", "recipe_overrides", "instance_placement_config", "algorithm_arn",
-    "tensorflow_version",
-})
-#: Official SDK arguments of services ddpjob does not drive: accepted and not sent, with a
-#: warning, so that a notebook's estimator call still builds (the training itself is the same).
-NOT_SENT = {"rules": "SageMaker Debugger rules are not run by ddpjob jobs"}
-
-
-def reject_unknown(kwargs: dict[str, Any], known: list[str]) -> None:
-    """Take what is left in `kwargs` after the parameters and the rows: an unsupported official
-    argument or a near-miss of a known one (a typo) is one error; anything else is dropped
-    with a warning, as the official SDK's `**kwargs` drops it silently."""
-    for name in sorted(kwargs):
-        if name in UNSUPPORTED_ARGUMENTS:
-            raise UserInputError(f"{name} is an argument of the official SageMaker SDK that "
-                                 f"is not supported by ddpjob; remove it")
-        close = difflib.get_close_matches(name, known, n=1)
-        if close:
-            raise UserInputError(f"unexpected argument {name!r} (did you mean {close[0]!r}?); "
-                                 f"see help(ddpjob.PyTorch) for the arguments ddpjob accepts")
-        kwargs.pop(name)
-        why = NOT_SENT.get(name, "it is not an estimator argument")
-        _warn(f"{name} ignored: {why} (the official SDK accepts and drops unknown arguments)")
-
 
 def check(values: Mapping[str, Any]) -> dict[str, Any]:
     """Every row's checked value (its default when not given)."""
@@ -284,6 +308,11 @@ def check(values: Mapping[str, Any]) -> dict[str, Any]:
         # The official SDK drops a VpcConfig with one half; a VPC job needs both.
         raise UserInputError("subnets and security_group_ids go together: give both (a job "
                              "in a VPC needs its subnets and security groups) or neither")
+    max_wait, max_run = checked["max_wait"], checked["max_run"]
+    if max_wait is not None and not checked["use_spot_instances"]:
+        raise UserInputError("max_wait is only allowed with use_spot_instances=True")
+    if max_wait is not None and max_wait < max_run:
+        raise UserInputError(f"max_wait ({max_wait}) must be >= max_run ({max_run})")
     return checked
 
 
@@ -300,17 +329,22 @@ def merge(target: dict[str, Any], part: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def request_part(values: Values) -> dict[str, Any]:
-    """The request members that the rows' (checked) values set; `values["output_path"]` is the
-    job's output location (the official SDK's default for some of them)."""
+    """The request members that the rows' values set: `values` holds each row's value, checked,
+    with what the scheduler resolved (`role`, `image_uri`, `output_path`, ...)."""
     part: dict[str, Any] = {}
     for row in ROWS:
         merge(part, row.to_request(values.get(row.name), values))
     return part
 
 
-def from_description(description: Mapping[str, Any]) -> dict[str, Any]:
-    """The rows' values that give this DescribeTrainingJob response (for attach)."""
+def from_description(description: Mapping[str, Any],
+                     local_image: str | None = None) -> dict[str, Any]:
+    """The constructor arguments that rebuild the estimator of this DescribeTrainingJob response
+    (the official SDK's `_prepare_init_params_from_job_description`, for attach): its code is
+    the stored archive; `local_image`, a backend's own image label, is no `image_uri`."""
     found = {row.name: row.from_request(description) for row in ROWS}
+    if found["image_uri"] == local_image:
+        found["image_uri"] = None
     return {name: value for name, value in found.items()
             if value is not None and value != BY_NAME[name].default}
 

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ddpjob.naming import check_job_name
 from ddpjob.notebook_session import NotebookConveniences
 from ddpjob.session_policy import SessionPolicy
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.training_job import TrainingJob
+from ddpjob.training_job import TrainingJob
 
 #: What `submit` calls between reserving the job name and scheduling the job (uploads).
 Stage = Callable[[], None]
@@ -41,8 +39,6 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         A name that is taken is refused before `stage` runs; when `stage` fails the name is
         given back and nothing is started.
         """
-        from ddpjob.training_job import TrainingJob
-
         checked = self.submit_dryrun(request)
         name = checked["TrainingJobName"]
         self._reserve(checked)

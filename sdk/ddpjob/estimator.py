@@ -5,9 +5,9 @@
     print(est.training_job_request())     # the dry run: what would be sent, nothing is sent
     est.fit({"train": "s3://bucket/train"})
 
-Arguments are checked once, when the estimator is made (`validation`, and the table of the
-official SDK's request arguments in `arguments`); the request is built and checked against
-botocore's model once per dry run or `fit`, before anything is packed, uploaded or submitted.
+Arguments are checked once, when the estimator is made (the argument table, `arguments`); each
+dry run or `fit` builds the job's definition (`definition()`) and `planner.plan` makes the request
+from it, checked against botocore's model before anything is packed, uploaded or submitted.
 What differs between backends is asked of the session, never branched on here.
 """
 
@@ -16,50 +16,33 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from ddpjob_runtime import contract, storage
-from ddpjob_runtime.hyperparameters import check_total, check_user_hyperparameters, encode
+from ddpjob_runtime import storage
 
-from ddpjob import arguments, backends, gitsource, inputs, naming, packaging, uploads, validation
+from ddpjob import arguments, backends, gitsource, naming, official_kwargs, packaging, planner
+from ddpjob import inputs as inputs_module
 from ddpjob.base_session import BaseSession
+from ddpjob.definition import DEFAULT_MAX_RUN, Code, JobDefinition, Resources, Stopping
 from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
-from ddpjob.image_uris import (
-    ImageRequest,
-    is_dlc,
-    training_image_uri,
-)
+from ddpjob.image_uris import ImageRequest, is_dlc, training_image_uri
 from ddpjob.job_results import JobResults
-from ddpjob.reattach import init_params_from_description
-from ddpjob.request import JobSpec, build_request
 from ddpjob.training_job import TrainingJob
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_RUN = 24 * 60 * 60
 DEFAULT_BASE_JOB_NAME = "pytorch-training"
-#: v1 names whose v2 name is a parameter of `Estimator.__init__` (the rest are table rows).
-_NAMED_V2 = ("instance_count", "instance_type", "max_run", "use_spot_instances", "max_wait",
-             "image_uri")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A checked request, its channels (what to upload) and where the code goes (None: the
-    code is already stored, `source_dir` named an archive)."""
-
-    request: dict[str, Any]
-    channels: list[inputs.Channel]
-    code_uri: str | None
+#: Names a misspelt argument is compared with (a near miss is refused as a typo).
+_TYPO_TARGETS = ("instance_count", "instance_type", "max_run", "use_spot_instances", "max_wait",
+                 "image_uri", "source_dir", "hyperparameters", "distribution", "environment")
 
 
 def _default_session(instance_type: str) -> BaseSession:
     return (backends.for_instance_type(instance_type) or backends.SAGEMAKER).session_type()()
 
 
-def _one_session(session: Any, alias: Any) -> Any:
+def _one_session(session: object, alias: object) -> BaseSession | None:
     if session is not None and alias is not None:
         raise UserInputError("give session or sagemaker_session, not both")
     session = session if session is not None else alias
@@ -69,7 +52,7 @@ def _one_session(session: Any, alias: Any) -> Any:
     return session
 
 
-def _first_group_type(groups: Any) -> str | None:
+def _first_group_type(groups: object) -> str | None:
     """The instance type of the first of `instance_groups` (official objects or dicts)."""
     if not isinstance(groups, (list, tuple)) or not groups:
         return None
@@ -77,7 +60,8 @@ def _first_group_type(groups: Any) -> str | None:
     return first.get("InstanceType")
 
 
-def _code_source(entry_point: Any, source_dir: Any, dependencies: Any) -> packaging.SourceSpec:
+def _code_source(entry_point: object, source_dir: object,
+                 dependencies: object) -> packaging.SourceSpec:
     """The checked code; an already stored archive (file://, as attach passes) is used as is."""
     if isinstance(source_dir, str) and source_dir.startswith("file://") and \
             source_dir.endswith(".tar.gz") and isinstance(entry_point, str):
@@ -129,76 +113,44 @@ class Estimator(JobResults):
         **kwargs: Any,
     ):
         """Check every argument now (UserInputError naming it); nothing is packed or sent."""
+        given = {name: value for name, value in locals().items()  # the named parameters
+                 if name in arguments.BY_NAME}
         kwargs = dict(kwargs)
         session = _one_session(session, kwargs.pop("sagemaker_session", None))
-        renamed = arguments.rename_v1(kwargs)
-        core = {"instance_count": instance_count, "instance_type": instance_type,
-                "max_run": max_run, "use_spot_instances": use_spot_instances,
-                "max_wait": max_wait, "image_uri": image_uri}
-        core.update({name: renamed.pop(name) for name in _NAMED_V2 if name in renamed})
-        kwargs.update(renamed)
-        arguments.drop_ignored(kwargs)
+        given.update(official_kwargs.rename_v1(kwargs))  # the v1 value wins, as there
+        official_kwargs.drop_ignored(kwargs)
         table = {name: kwargs.pop(name) for name in list(kwargs) if name in arguments.BY_NAME}
-        if core["instance_type"] is None:  # as the official SDK: groups carry their types
-            core["instance_type"] = _first_group_type(table.get("instance_groups")) or "local"
-        arguments.reject_unknown(kwargs, [*arguments.BY_NAME, *core, "source_dir",
-                                          "hyperparameters", "distribution", "environment"])
-        self._init_resources(core, session)
-        self._init_code(entry_point, source_dir, dependencies, git_config)
-        self._init_job(hyperparameters, distribution, role, base_job_name, environment,
-                       max_retry_attempts, container_log_level, tags)
-        self._table = arguments.check({**self._table_defaults(), **table})
-        for name, value in self._table.items():
-            setattr(self, name, value)
-        self.output_path = self._check_location(output_path, "output_path")
-        self.code_location = self._check_location(code_location, "code_location")
-        self.checkpoint_s3_uri = self._check_location(checkpoint_s3_uri, "checkpoint_s3_uri")
-        self.latest_training_job: TrainingJob | None = None
+        if given["instance_type"] is None:  # as the official SDK: groups carry their types
+            given["instance_type"] = _first_group_type(table.get("instance_groups")) or "local"
+        official_kwargs.reject_unknown(kwargs, [*arguments.MEMBERS, *_TYPO_TARGETS])
         self._resolved_image: str | None = None
+        values = {**given, **table}
+        self._init_arguments(arguments.check(values), values, session)
+        self.latest_training_job: TrainingJob | None = None
 
     # ------------------------------------------------------------------ argument checks
 
-    def _init_resources(self, core: dict[str, Any], session: BaseSession | None) -> None:
-        instance_type = core["instance_type"]
-        if backends.for_instance_type(instance_type) is None:
-            raise UserInputError(f"instance_type {instance_type!r} is not allowed: use 'local' "
-                                 f"(CPU), 'local_gpu' or a SageMaker type such as "
-                                 f"'ml.g5.12xlarge'")
-        self.instance_type = instance_type
-        self.instance_count = validation.positive_int(core["instance_count"], "instance_count")
-        self.sagemaker_session = self.session = session or _default_session(instance_type)
-        self.session.check_instance_type(instance_type)
-        self.image_uri = validation.optional_str(core["image_uri"], "image_uri")
-        self.max_run = validation.positive_int(core["max_run"], "max_run")
-        spot = core["use_spot_instances"]
-        if not isinstance(spot, bool):
-            raise UserInputError(f"use_spot_instances must be True or False, got {spot!r}")
-        self.use_spot_instances = spot
-        self.max_wait = validation.optional_int(core["max_wait"], "max_wait")
-        if self.max_wait is not None and not spot:
-            raise UserInputError("max_wait is only allowed with use_spot_instances=True")
-        if self.max_wait is not None and self.max_wait < self.max_run:
-            raise UserInputError(f"max_wait ({self.max_wait}) must be >= max_run "
-                                 f"({self.max_run})")
-
-    def _init_code(self, entry_point: Any, source_dir: Any, dependencies: Any,
-                   git_config: Any) -> None:
-        self.entry_point, self.source_dir = entry_point, source_dir
-        self.dependencies = list(dependencies or [])
-        self.git_config = gitsource.check(git_config)
+    def _init_arguments(self, checked: dict[str, Any], given: Mapping[str, Any],
+                        session: BaseSession | None) -> None:
+        """Keep the checked values, then check what needs the session (folder URIs), the code and
+        the distribution; `given`: the arguments as the user gave them."""
+        for name, value in checked.items():
+            setattr(self, "_hyperparameters" if name == "hyperparameters" else name, value)
+        self.sagemaker_session = self.session = session or _default_session(self.instance_type)
+        self.session.check_instance_type(self.instance_type)
+        self._locations = {name: self._named_location(checked[name], given.get(name), name)
+                           for name in arguments.LOCATIONS}
+        for name, location in self._locations.items():  # the URIs, as the official SDK's
+            setattr(self, name, location.uri if location else None)
+        dependencies, self.dependencies = self.dependencies, list(self.dependencies or [])
         self._clone: gitsource.Clone | None = None
         # With git_config the code exists once cloned, when the job is planned.
         self._source_spec = None if self.git_config else _code_source(
-            entry_point, source_dir, dependencies)
-
-    def _init_job(self, hyperparameters: Any, distribution: Any, role: Any, base_job_name: Any,
-                  environment: Any, max_retry_attempts: Any, container_log_level: Any,
-                  tags: Any) -> None:
-        self._hyperparameters = check_user_hyperparameters(hyperparameters)
-        self.distribution = dict(distribution) if isinstance(distribution, Mapping) else \
-            distribution
+            self.entry_point, self.source_dir, dependencies)
+        if isinstance(self.distribution, Mapping):
+            self.distribution = dict(self.distribution)
         self._distribution_hps = distribution_hyperparameters(
-            distribution, self.instance_type, dlc=self.uses_dlc)
+            self.distribution, self.instance_type, dlc=self.uses_dlc)
         if self._distribution_hps.get(MPI) and self.instance_count > 1 and not self.uses_dlc:
             # Multi-host mpirun needs sshd and orted on every host: SageMaker's DLC has them,
             # the ddpjob image and local hosts do not.
@@ -206,27 +158,26 @@ class Estimator(JobResults):
                 f"distribution 'mpi' runs on one host (instance_count=1) unless the job runs on "
                 f"SageMaker's PyTorch container, got instance_count={self.instance_count}: use "
                 f"{{'torch_distributed': {{'enabled': True}}}} for several hosts")
-        self.role = validation.optional_str(role, "role")
-        self.base_job_name = (naming.check_base_job_name(base_job_name)
-                              if base_job_name is not None else None)
-        self.environment = validation.environment(environment)
-        self.max_retry_attempts = validation.optional_int(max_retry_attempts,
-                                                          "max_retry_attempts", high=30)
-        self.container_log_level = validation.positive_int(container_log_level,
-                                                           "container_log_level", low=0)
-        self.tags = validation.tags(tags)
+        defaults = {name: value for name, value in self._table_defaults().items()
+                    if name not in given}
+        self._members = {name: checked[name] for name in arguments.MEMBERS} | defaults
+        for name, value in defaults.items():
+            setattr(self, name, value)
 
     def _table_defaults(self) -> dict[str, Any]:
         """Defaults of table arguments that depend on the estimator (see PyTorch)."""
         return {}
 
-    def _check_location(self, uri: Any, argument: str) -> str | None:
-        """None, or the folder URI (plain paths become file:// where the session takes them)."""
-        if uri is None:
+    def _named_location(self, location: storage.Location | None, uri: object,
+                        argument: str) -> storage.Location | None:
+        """The parsed folder URI as the session's requests name it (it may name an `s3://` URI
+        otherwise: a local bucket is a folder)."""
+        if location is None:
             return None
-        location = storage.parse(uri, argument=argument)
         named = self.session.check_location(str(uri), argument)
-        return location.uri if location.scheme == "file" else named
+        if location.scheme == "file" or named == location.uri:
+            return location
+        return storage.parse(named, argument=argument)
 
     # ------------------------------------------------------------------ image and code
 
@@ -242,15 +193,19 @@ class Estimator(JobResults):
             return is_dlc(self.image_uri)
         return self.instance_type.startswith("ml.") and self._image_request() is not None
 
+    def _image(self) -> str | None:
+        """`image_uri`, SageMaker's container for an `ml.*` job, or None (the session's own)."""
+        request = self._image_request() if self.image_uri is None else None
+        if request is None or not self.instance_type.startswith("ml."):
+            return self.image_uri
+        if self._resolved_image is None:  # the SDK's data is read once per estimator
+            self._resolved_image = training_image_uri(request)
+        return self._resolved_image
+
     def training_image_uri(self) -> str:
         """The TrainingImage: `image_uri`, SageMaker's container for an `ml.*` job, or what the
         session uses when none is given (a label of the runtime installed here, locally)."""
-        request = self._image_request() if self.image_uri is None else None
-        if request is None or not self.instance_type.startswith("ml."):
-            return self.session.training_image(self.image_uri)
-        if self._resolved_image is None:  # the SDK's data is read once per estimator
-            self._resolved_image = training_image_uri(request)
-        return self.session.training_image(self._resolved_image)
+        return self.session.training_image(self._image())
 
     @property
     def _source(self) -> packaging.SourceSpec:
@@ -262,7 +217,7 @@ class Estimator(JobResults):
                 entry, source_dir, [self._clone.path(d) for d in self.dependencies] or None)
         return self._source_spec
 
-    # ------------------------------------------------------------------ the request
+    # ------------------------------------------------------------------ the definition
 
     def _job_name(self, job_name: str | None) -> str:
         if job_name is not None:
@@ -280,60 +235,35 @@ class Estimator(JobResults):
         """Hyperparameters a framework adds (raw values); see PyTorch's compiler_config."""
         return {}
 
-    def _encoded_hyperparameters(self, name: str, code_uri: str) -> dict[str, str]:
-        script_mode = {
-            contract.SUBMIT_DIRECTORY: code_uri,
-            contract.PROGRAM: self._source.script_name,
-            contract.CONTAINER_LOG_LEVEL: self.container_log_level,
-            contract.JOB_NAME: name,
-        }
-        if self.session.region_name:
-            script_mode[contract.REGION] = self.session.region_name
-        encoded = {**self._hyperparameters, **encode(script_mode),
-                   **encode(self._distribution_hps), **encode(self._framework_hyperparameters())}
-        check_total(encoded, len(self._hyperparameters))
-        return encoded
-
-    def _plan(self, inputs_arg: Any, job_name: str | None) -> Plan:
-        """The request as the session's dry run checks it, and what to store first. Changes
-        nothing anywhere (the session's default bucket is created only by `submit`)."""
+    def definition(self, inputs: inputs_module.Inputs = None,
+                   job_name: str | None = None) -> JobDefinition:
+        """The job `fit(inputs, job_name=job_name)` would plan (a git_config is cloned now)."""
         name = self._job_name(job_name)
-        role = self.session.resolve_role(self.role)
-        output_path = self.output_path or self.session.default_output_path()
+        channels = inputs_module.parse(inputs)
+        return JobDefinition(
+            name=name, code=Code(self._source, self._locations["code_location"], self.uses_dlc),
+            resources=Resources(self.instance_type, self.instance_count),
+            stopping=Stopping(self.max_run, self.max_wait, self.use_spot_instances,
+                              self.max_retry_attempts),
+            hyperparameters=self._hyperparameters, distribution=self._distribution_hps,
+            framework=self._framework_hyperparameters(),
+            container_log_level=self.container_log_level, inputs=channels,
+            image=self._image(), role=self.role, output=self._locations["output_path"],
+            checkpoint=self._locations["checkpoint_s3_uri"], environment=self.environment,
+            tags=tuple(self.tags), members=self._members)
 
-        def input_location(channel: str) -> str | None:  # None: the hosts read it in place
-            prefix = self.session.input_prefix(name)
-            return None if prefix is None else storage.join(prefix, channel)
-
-        channel_list = inputs.channels(inputs_arg, input_location)
-        if self.uses_dlc:  # the runtime is packed beside the code: refuse a clash now
-            packaging.check_runtime_name_free(self._source)
-        code_uri = self._source.source_uri or storage.join(
-            self.code_location or output_path, name, "source", packaging.ARCHIVE_NAME)
-        spec = JobSpec(
-            job_name=name, image_uri=self.training_image_uri(), role=role,
-            instance_type=self.instance_type, instance_count=self.instance_count,
-            output_path=output_path,
-            hyperparameters=self._encoded_hyperparameters(name, code_uri),
-            channels=[channel.config for channel in channel_list], max_run=self.max_run,
-            max_wait=self.max_wait, use_spot_instances=self.use_spot_instances,
-            max_retry_attempts=self.max_retry_attempts, environment=self.environment,
-            tags=self.tags, checkpoint_s3_uri=self.checkpoint_s3_uri)
-        part = arguments.request_part({**self._table, "output_path": output_path})
-        request = self.session.submit_dryrun(build_request(spec, part))
-        return Plan(request, channel_list, None if self._source.source_uri else code_uri)
-
-    def training_job_request(self, inputs: Any = None, job_name: str | None = None) -> dict:
+    def training_job_request(self, inputs: inputs_module.Inputs = None,
+                             job_name: str | None = None) -> dict[str, Any]:
         """The dry run: the CreateTrainingJob request `fit` would send, checked by botocore.
 
         Nothing is packed, uploaded, created or submitted; the code's URI is where `fit` would
         put it (a SageMaker Session's default bucket is named, not created).
         """
-        return self._plan(inputs, job_name).request
+        return planner.plan(self.definition(inputs, job_name), self.session).request
 
     # ------------------------------------------------------------------ running
 
-    def fit(self, inputs: Any = None, wait: bool = True, logs: bool | str = "All",
+    def fit(self, inputs: inputs_module.Inputs = None, wait: bool = True, logs: bool | str = "All",
             job_name: str | None = None) -> None:
         """Pack and upload the code (and local inputs of a SageMaker job), submit the job and,
         with `wait`, follow it to the end (raising JobFailedError when it fails).
@@ -344,17 +274,9 @@ class Estimator(JobResults):
         """
         if logs not in (True, False, "All", "None", "Rules"):
             raise UserInputError(f"logs must be 'All', 'None', True or False, got {logs!r}")
-        plan = self._plan(inputs, job_name)
-        uploads.check_buckets((self.output_path, self.code_location, self.checkpoint_s3_uri))
-
-        def stage() -> None:  # after the session reserved the job name, before it starts
-            if plan.code_uri is not None:
-                uploads.stage_code(self._source, plan.code_uri, include_runtime=self.uses_dlc)
-            uploads.stage_inputs(plan.channels)
-
-        self.latest_training_job = self.session.submit(plan.request, stage)
-        name = plan.request["TrainingJobName"]
-        print(f"Started training job {name}", flush=True)
+        self.latest_training_job = planner.submit(self.definition(inputs, job_name),
+                                                  self.session)
+        print(f"Started training job {self.latest_training_job.name}", flush=True)
         if wait:
             self.latest_training_job.wait(logs=logs in (True, "All"))
 
@@ -373,7 +295,7 @@ class Estimator(JobResults):
         session = _one_session(session, sagemaker_session)
         session = session or backends.LOCAL.session_type()()
         description = session.describe(training_job_name)
-        params = init_params_from_description(description, backends.LOCAL.default_image)
+        params = arguments.from_description(description, backends.LOCAL.default_image)
         if model_channel_name != "model":
             params["model_channel_name"] = model_channel_name
         estimator = cls(session=session, **params)

@@ -11,17 +11,39 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ddpjob_runtime import storage
 
 from ddpjob.errors import UserInputError
 
+
+class HasConfig(Protocol):
+    """A TrainingInput, ddpjob's or the official SDK's: a channel config without its name."""
+
+    config: dict[str, Any]
+
+
+#: One channel's data: a URI or path, a TrainingInput, or a channel config.
+Source = str | os.PathLike | HasConfig | Mapping[str, Any]
+#: What `fit(inputs=...)` takes: one channel's data ("training"), or channel name -> data.
+Inputs = Source | Mapping[str, Source] | None
+
 MAX_CHANNELS = 20
 CHANNEL_NAME = re.compile(r"^[A-Za-z0-9.\-_]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One channel of `fit(inputs=...)`, checked: where its data is (parsed once) and the
+    channel config given with it (a TrainingInput's), if any."""
+
+    name: str
+    location: storage.Location
+    template: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -47,7 +69,7 @@ def s3_prefix_channel(name: str, uri: str) -> dict[str, Any]:
     }
 
 
-def _template_and_uri(name: str, value: Any) -> tuple[dict[str, Any] | None, Any]:
+def _template_and_uri(name: str, value: Any) -> tuple[Mapping[str, Any] | None, Any]:
     """The channel config given (a TrainingInput's or a dict), and the data's URI or path."""
     config = getattr(value, "config", value)  # ddpjob's or the official SDK's TrainingInput
     if not isinstance(config, Mapping):
@@ -59,7 +81,7 @@ def _template_and_uri(name: str, value: Any) -> tuple[dict[str, Any] | None, Any
     return dict(config), source["S3Uri"]
 
 
-def _with_uri(template: dict[str, Any] | None, name: str, uri: str) -> dict[str, Any]:
+def _with_uri(template: Mapping[str, Any] | None, name: str, uri: str) -> dict[str, Any]:
     if template is None:
         return s3_prefix_channel(name, uri)
     source = {**template["DataSource"]["S3DataSource"], "S3Uri": uri}
@@ -67,7 +89,7 @@ def _with_uri(template: dict[str, Any] | None, name: str, uri: str) -> dict[str,
             "ChannelName": name}
 
 
-def _channel(name: str, value: Any, input_location: Callable[[str], str | None]) -> Channel:
+def _input(name: str, value: Any) -> Input:
     template, value = _template_and_uri(name, value)
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
@@ -75,27 +97,17 @@ def _channel(name: str, value: Any, input_location: Callable[[str], str | None])
         raise UserInputError(f"inputs[{name!r}] must be a URI (s3://… or file://…), a local "
                              f"path or a TrainingInput, got {type(value).__name__}")
     location = storage.parse(value, argument=f"inputs[{name!r}]")
-    if location.scheme == "s3":
-        if not location.key and not value.endswith("/"):
-            value += "/"
-        return Channel(name, _with_uri(template, name, value))
-    if not location.path.exists():
+    if location.scheme == "s3" and not location.key and not value.endswith("/"):
+        location = replace(location, uri=value + "/")
+    elif location.path is not None and not location.path.exists():
         raise UserInputError(f"inputs[{name!r}] {value!r}: no such file or folder")
-    target = input_location(name)
-    if target is None:  # this backend reads local data in place
-        return Channel(name, _with_uri(template, name, location.uri))
-    uri = storage.as_folder(target)
-    return Channel(name, _with_uri(template, name, uri), upload_from=location.path)
+    return Input(name, location, template)
 
 
-def channels(inputs: Any, input_location: Callable[[str], str | None]) -> list[Channel]:
-    """The channels of `inputs` (UserInputError naming the bad one); [] for None.
-
-    `input_location(channel)` is where local data of that channel is uploaded, or None when
-    the backend reads it in place (called only for local data).
-    """
+def parse(inputs: Inputs) -> tuple[Input, ...]:
+    """The checked channels of `inputs` (UserInputError naming the bad one); () for None."""
     if inputs is None:
-        return []
+        return ()
     if isinstance(inputs, (str, os.PathLike)) or hasattr(inputs, "config"):
         inputs = {"training": inputs}
     if not isinstance(inputs, Mapping):
@@ -109,5 +121,19 @@ def channels(inputs: Any, input_location: Callable[[str], str | None]) -> list[C
         if not isinstance(name, str) or not CHANNEL_NAME.match(name) or name in (".", ".."):
             raise UserInputError(f"inputs: channel name {name!r} is not allowed; use 1-64 "
                                  f"letters, digits, '.', '-' or '_' (not '.' or '..')")
-        result.append(_channel(name, value, input_location))
+        result.append(_input(name, value))
+    return tuple(result)
+
+
+def channels(inputs: Iterable[Input],
+             input_location: Callable[[str], str | None]) -> list[Channel]:
+    """The request's channels of `inputs`; `input_location(channel)` is where local data of
+    that channel is uploaded, or None when the backend reads it in place (asked only for local
+    data)."""
+    result = []
+    for item in inputs:  # S3 data, and local data this backend reads in place, stay where they are
+        target = None if item.location.is_s3 else input_location(item.name)
+        uri = item.location.uri if target is None else storage.as_folder(target)
+        result.append(Channel(item.name, _with_uri(item.template, item.name, uri),
+                              upload_from=None if target is None else item.location.path))
     return result

@@ -12,14 +12,11 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ddpjob.errors import DdpjobError, UserInputError
 from ddpjob.job_status import TERMINAL_STATUSES
-from ddpjob.training_job import TrainingJob, job_failure
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.base_session import BaseSession
+from ddpjob.training_job import JobControl, TrainingJob, job_failure
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,7 +31,7 @@ class WaitTimeoutError(DdpjobError, TimeoutError):
     """A job was still running when `timeout` seconds of waiting had passed."""
 
 
-def shows_training_logs(log_type: Any) -> bool:
+def shows_training_logs(log_type: bool | str) -> bool:
     """Whether `log_type` asks for the training log lines (UserInputError when unknown)."""
     if isinstance(log_type, bool) or (isinstance(log_type, str) and log_type in LOG_TYPES):
         return LOG_TYPES[log_type]
@@ -84,7 +81,7 @@ def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
         stop.set()  # the follower ends at its next line or when the job ends
 
 
-def _poll_until_ended(session: BaseSession, job_name: str, poll: float,
+def _poll_until_ended(session: JobControl, job_name: str, poll: float,
                       deadline: float | None) -> dict[str, Any]:
     """The job's description once it has ended, printing status changes on the way;
     WaitTimeoutError when `deadline` passes first."""
@@ -102,15 +99,15 @@ def _poll_until_ended(session: BaseSession, job_name: str, poll: float,
         time.sleep(poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic())))
 
 
-def wait_for_job(session: BaseSession, job: str, poll: float = 5) -> dict[str, Any]:
-    """See `BaseSession.wait_for_job`."""
+def wait_for_job(session: JobControl, job: str, poll: float = 5) -> dict[str, Any]:
+    """See `base_session.BaseSession.wait_for_job`."""
     _check_seconds(poll, "poll")
     return checked_end(_poll_until_ended(session, job, poll, deadline=None))
 
 
-def logs_for_job(session: BaseSession, job_name: str, wait: bool = False, poll: float = 10,
-                 log_type: Any = "All", timeout: float | None = None) -> dict[str, Any]:
-    """See `BaseSession.logs_for_job`."""
+def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: float = 10,
+                 log_type: bool | str = "All", timeout: float | None = None) -> dict[str, Any]:
+    """See `base_session.BaseSession.logs_for_job`."""
     show = shows_training_logs(log_type)
     _check_seconds(poll, "poll")
     if timeout is not None:

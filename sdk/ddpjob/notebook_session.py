@@ -10,6 +10,9 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
+from ddpjob_runtime import storage
+
+from ddpjob import bucket_data, job_wait
 from ddpjob.errors import UserInputError
 
 
@@ -51,10 +54,6 @@ class NotebookConveniences(abc.ABC):
         `extra_args` are boto3's upload ExtraArgs (e.g. `{"ServerSideEncryption": "aws:kms"}`).
         `callback` is not supported (large transfers show a progress bar).
         """
-        from ddpjob_runtime import storage
-
-        from ddpjob import bucket_data
-
         if callback is not None:
             raise UserInputError("callback is not supported by upload_data: leave it out "
                                  "(large uploads show a progress bar)")
@@ -66,10 +65,6 @@ class NotebookConveniences(abc.ABC):
                       extra_args: dict[str, Any] | None = None) -> list[str]:
         """Download the object `key_prefix`, or every object under the folder `key_prefix`, of
         `bucket` into the local folder `path` (relative paths kept); returns the local paths."""
-        from ddpjob_runtime import storage
-
-        from ddpjob import bucket_data
-
         root = self._bucket_root(storage.check_bucket_name(bucket, "bucket"))
         return bucket_data.download(path, root, key_prefix, extra_args)
 
@@ -84,12 +79,10 @@ class NotebookConveniences(abc.ABC):
     def wait_for_job(self, job: str, poll: float = 5) -> dict[str, Any]:
         """Wait until the training job `job` ends, printing its status changes; return its
         description. Raises JobFailedError when it ends Failed (Stopped: a warning)."""
-        from ddpjob import job_wait
-
         return job_wait.wait_for_job(self, job, poll)
 
     def logs_for_job(self, job_name: str, wait: bool = False, poll: float = 10,
-                     log_type: Any = "All", timeout: float | None = None) -> dict[str, Any]:
+                     log_type: bool | str = "All", timeout: float | None = None) -> dict[str, Any]:
         """Print the job's log lines of every host as `[algo-1] line`.
 
         With `wait`, follow them until the job ends (status changes checked every `poll` s),
@@ -97,6 +90,4 @@ class NotebookConveniences(abc.ABC):
         WaitTimeoutError. `log_type` "All"/"Training" print the lines; "None"/"Rules" do not
         (no Debugger rules run). Returns the job's description.
         """
-        from ddpjob import job_wait
-
         return job_wait.logs_for_job(self, job_name, wait, poll, log_type, timeout)

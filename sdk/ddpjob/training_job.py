@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 from ddpjob.errors import JobFailedError
 from ddpjob.job_status import TERMINAL_STATUSES
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.base_session import BaseSession
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +28,22 @@ def job_failure(description: dict[str, Any]) -> JobFailedError | None:
     return JobFailedError(description["TrainingJobName"], status, reason.strip() or status)
 
 
+class JobControl(Protocol):
+    """What a job is followed through: a session's reading methods and `stop`."""
+
+    poll_seconds: float
+
+    def describe(self, job_name: str) -> dict[str, Any]: ...
+
+    def logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]: ...
+
+    def stop(self, job_name: str) -> None: ...
+
+
 class TrainingJob:
     """A training job of a session; what `estimator.latest_training_job` holds."""
 
-    def __init__(self, session: BaseSession, name: str, poll_seconds: float | None = None):
+    def __init__(self, session: JobControl, name: str, poll_seconds: float | None = None):
         self.session = session
         self.name = name
         self.poll_seconds = session.poll_seconds if poll_seconds is None else poll_seconds

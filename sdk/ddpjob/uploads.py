@@ -1,7 +1,7 @@
 """What `fit` stores before the job starts: the packed code and the local inputs of a job.
 
-`stage_job` is what the estimator hands to `session.submit` as its `stage`: it runs after the
-session has reserved the job name and before the job is scheduled.
+`planner.submit` hands them to the session as its `stage`: they run after the session has
+reserved the job name and before the job is scheduled.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from ddpjob.inputs import Channel
 logger = logging.getLogger(__name__)
 
 
-def check_buckets(uris: Iterable[str | None]) -> None:
+def check_buckets(locations: Iterable[storage.Location | None]) -> None:
     """A missing bucket of any S3 location fails before anything is stored or sent."""
-    for uri in uris:
-        if uri is not None and storage.is_s3(uri):
-            storage.check_bucket(uri)
+    for location in locations:
+        if location is not None and location.is_s3:
+            storage.check_bucket(location.uri)
 
 
 def stage_code(source: packaging.SourceSpec, uri: str, *, include_runtime: bool = False) -> None:

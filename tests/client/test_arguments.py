@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from ddpjob import PyTorch, arguments
 from ddpjob.errors import UserInputError
-from ddpjob.reattach import init_params_from_description
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cuda"
@@ -89,7 +88,7 @@ def test_every_row_has_a_case_or_a_dedicated_test() -> None:
                  "debugger_hook_config", "model_uri", "model_channel_name",
                  "enable_session_tag_chaining", "training_repository_access_mode",
                  "training_repository_credentials_provider_arn"}
-    assert {row.name for row in arguments.ROWS} == {c[0] for c in ROW_CASES} | dedicated
+    assert set(arguments.MEMBERS) == {c[0] for c in ROW_CASES} | dedicated
 
 
 def test_official_objects_and_switch_offs(make: Any, s3_bucket: str) -> None:
@@ -164,7 +163,7 @@ def test_attach_parameters_rebuild_the_same_request(make: Any, s3_bucket: str,
                     environment={"NCCL_DEBUG": "INFO"}, hyperparameters={"lr": 0.1},
                     max_retry_attempts=2)
     request = original.training_job_request(job_name="same-1")
-    params = init_params_from_description(request, "ddpjob-local")
+    params = arguments.from_description(request, "ddpjob-local")
     rebuilt = PyTorch(session=aws_session, **params).training_job_request(job_name="same-1")
     assert rebuilt == request
 

@@ -27,7 +27,7 @@ from ddpjob import packaging
 from ddpjob.local import sandbox
 from ddpjob.local.client import LocalSageMakerClient
 
-from tests.local.conftest import assert_no_processes, local_session_at, wait_for
+from tests.local.conftest import assert_no_processes, local_session_at, run_request
 
 pytestmark = pytest.mark.slow
 
@@ -104,14 +104,8 @@ def dlc_request(name: str, bucket: str, code: str, image: str, steps: int,
 
 def run_job(client: LocalSageMakerClient, request: dict[str, Any]) -> tuple[dict, list[str]]:
     """Create the job, wait for its end; (DescribeTrainingJob, every host's log lines)."""
-    client.create_training_job(**request)
+    job = run_request(client, request, TIMEOUT_S)
     name = request["TrainingJobName"]
-
-    def ended() -> dict | None:
-        job = client.describe_training_job(TrainingJobName=name)
-        return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
-
-    job = wait_for(ended, TIMEOUT_S, f"job {name} to end")
     logs = client.job_dir(name) / "logs"
     lines = [f"[{p.stem}] {line}" for p in sorted(logs.glob("*.log"))
              for line in p.read_text().splitlines()]

@@ -117,6 +117,18 @@ def wait_until_ended(session: LocalSession, name: str, timeout_s: float = JOB_TI
     return wait_for(ended, timeout_s, f"job {name} to end")
 
 
+def run_request(client: Any, request: dict[str, Any], timeout_s: float = JOB_TIMEOUT_S) -> dict:
+    """Send `request` to the boto3-shaped `client`; its DescribeTrainingJob once it ended."""
+    client.create_training_job(**request)
+    name = request["TrainingJobName"]
+
+    def ended() -> dict | None:
+        job = client.describe_training_job(TrainingJobName=name)
+        return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
+
+    return wait_for(ended, timeout_s, f"job {name} to end")
+
+
 def log_text(session: LocalSession, name: str, host: str) -> str:
     """Everything host `host` of the job logged."""
     return (session.job_dir(name) / "logs" / f"{host}.log").read_text()

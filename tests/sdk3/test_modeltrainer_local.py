@@ -28,7 +28,12 @@ from botocore.exceptions import ClientError
 from ddpjob.local import sandbox
 from ddpjob.local.session import LocalSession
 
-from tests.local.conftest import assert_no_processes, local_session_at, wait_for
+from tests.local.conftest import (
+    assert_no_processes,
+    local_session_at,
+    run_request,
+    wait_for,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -82,16 +87,8 @@ def modeltrainer_request(sdk3_python: Path, bucket: str, source: Path, hosts: in
 
 def run_job(session: LocalSession, request: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """Create the job, wait for its end: (DescribeTrainingJob, every host's log)."""
-    client = session.sagemaker_client
-    client.create_training_job(**request)
-    name = request["TrainingJobName"]
-
-    def ended() -> dict | None:
-        job = client.describe_training_job(TrainingJobName=name)
-        return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
-
-    job = wait_for(ended, TIMEOUT_S, f"job {name} to end")
-    return job, _logs(session, name)
+    job = run_request(session.sagemaker_client, request, TIMEOUT_S)
+    return job, _logs(session, request["TrainingJobName"])
 
 
 def _logs(session: LocalSession, name: str) -> str:
