@@ -70,16 +70,15 @@ def _prepare_folders(env: TrainingEnvironment) -> None:
 
 def _stage_inputs(env: TrainingEnvironment) -> None:
     """Channels and the latest checkpoint, when platform.json asks the runtime to bring them."""
-    channels = env.platform.get("channels") or {}
-    checkpoint_uri = env.platform.get("checkpoint_s3_uri")
-    if channels:
+    checkpoint_uri = env.platform.checkpoint_s3_uri
+    if env.platform.channels:
         from ddpjob_runtime import channels as staging
 
-        staging.stage(channels, env.channel_dir)
-    if checkpoint_uri and env.platform.get("staged_checkpoint"):
+        staging.stage(env.platform.channels, env.channel_dir)
+    if checkpoint_uri and env.platform.staged_checkpoint:
         from ddpjob_runtime import channels as staging
 
-        staged = Path(env.platform["staged_checkpoint"])
+        staged = Path(env.platform.staged_checkpoint)
         staging.link_tree(staged, env.checkpoint_dir)
         found = checkpoint_layout.steps(path.name for path in staged.iterdir()) \
             if staged.is_dir() else []
@@ -112,10 +111,10 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
     if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN and \
             launcher.processes_per_host(hps, gpus) > 1:
         variables.setdefault("OMP_NUM_THREADS", "1")
-    if env.platform.get("status_file"):
-        variables[phases.STATUS_FILE_ENV] = str(env.platform["status_file"])
-    if env.platform.get("checkpoint_s3_uri"):
-        variables[contract.ENV_CHECKPOINT_URI] = str(env.platform["checkpoint_s3_uri"])
+    if env.platform.status_file:
+        variables[phases.STATUS_FILE_ENV] = env.platform.status_file
+    if env.platform.checkpoint_s3_uri:
+        variables[contract.ENV_CHECKPOINT_URI] = env.platform.checkpoint_s3_uri
     if mirrors.tensorboard_dir is not None:
         variables[contract.ENV_TENSORBOARD_DIR] = str(mirrors.tensorboard_dir)
     return variables
@@ -214,23 +213,23 @@ def upload_results(model_dir: Path, output_data_dir: Path, prefix: str) -> None:
 
 def _upload_results(env: TrainingEnvironment) -> None:
     """model/ and output/data/ as tar.gz under `<output_path>/<job_name>/output/`."""
-    output_path = env.platform.get("output_path")
+    output_path = env.platform.output_path
     if not output_path or not env.is_master:
         return
     from ddpjob_runtime import storage
 
-    phases.write_phase(env.platform.get("status_file"), "Uploading")
+    phases.write_phase(env.platform.status_file, "Uploading")
     upload_results(env.model_dir, env.output_data_dir,
-                   storage.join(str(output_path), env.job_name, "output"))
+                   storage.join(output_path, env.job_name, "output"))
 
 
 def _train(env: TrainingEnvironment, tmp_dir: Path, mirrors: JobMirrors) -> int:
-    status_file = env.platform.get("status_file")
+    status_file = env.platform.status_file
     phases.write_phase(status_file, "Downloading")
     _prepare_folders(env)
     entry = env.entry_point
     if env.submit_directory:
-        sourcedir.fetch_source(env.platform.get("submit_directory") or env.submit_directory,
+        sourcedir.fetch_source(env.platform.submit_directory or env.submit_directory,
                                env.code_dir)
     sourcedir.install_requirements(env.code_dir)
     check_entry_point(env.code_dir, entry)

@@ -14,12 +14,12 @@ import ctypes
 import errno
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ddpjob_runtime import fsutil
 from ddpjob_runtime.errors import RuntimeContractError
+from ddpjob_runtime.platform_config import ChannelSource
 
 log = logging.getLogger(__name__)
 
@@ -29,25 +29,19 @@ _PR_CAPBSET_DROP = 24
 _CAP_DAC_OVERRIDE = 1
 
 
-def stage(channels: dict[str, Any], channel_dir: Callable[[str], Path]) -> None:
+def stage(channels: Mapping[str, ChannelSource], channel_dir: Callable[[str], Path]) -> None:
     """Bring each channel of platform.json's `channels` into `channel_dir(name)`."""
-    staged = False
-    for name, spec in channels.items():
+    for name, source in channels.items():
         dest = Path(channel_dir(name))
-        if isinstance(spec, dict) and isinstance(spec.get("staged"), str):
-            log.info("linking channel %s from %s", name, spec["staged"])
-            link_tree(Path(spec["staged"]), dest)
-            staged = True
-        elif isinstance(spec, str):
+        if source.staged:
+            log.info("linking channel %s from %s", name, source.location)
+            link_tree(Path(source.location), dest)
+        else:
             from ddpjob_runtime import storage  # boto3 only when needed
 
-            log.info("staging channel %s from %s", name, spec)
-            storage.download_prefix(spec, dest)
-        else:
-            raise RuntimeContractError(
-                f"platform.json: channel {name!r} must be a URI or {{\"staged\": \"/abs/folder\"}}"
-                f", got {spec!r}")
-    if staged and os.geteuid() == 0:
+            log.info("staging channel %s from %s", name, source.location)
+            storage.download_prefix(source.location, dest)
+    if any(source.staged for source in channels.values()) and os.geteuid() == 0:
         _keep_root_out()
 
 

@@ -18,8 +18,16 @@ RESOURCE_CONFIG_FILE = "resourceconfig.json"
 INPUT_DATA_CONFIG_FILE = "inputdataconfig.json"
 CHECKPOINT_CONFIG_FILE = "checkpointconfig.json"
 PLATFORM_FILE = "platform.json"  # ddpjob's own: addresses, status file, what to stage
-PLATFORM_TENSORBOARD = "tensorboard_output_config"  # its {"LocalPath", "S3OutputPath"}
 SOURCE_ARCHIVE = "sourcedir.tar.gz"
+
+# ---------------------------------------------------------------- platform.json's keys (ddpjob)
+PLATFORM_JOB_NAME, PLATFORM_MASTER_PORT = "job_name", "master_port"
+PLATFORM_HOST_ADDRESSES = "host_addresses"
+PLATFORM_CHANNELS, PLATFORM_STAGED = "channels", "staged"  # a channel: a URI or {"staged": dir}
+PLATFORM_OUTPUT_PATH, PLATFORM_STATUS_FILE = "output_path", "status_file"
+PLATFORM_CHECKPOINT_URI, PLATFORM_STAGED_CHECKPOINT = "checkpoint_s3_uri", "staged_checkpoint"
+PLATFORM_SUBMIT_DIRECTORY = "submit_directory"
+PLATFORM_TENSORBOARD = "tensorboard_output_config"  # its {"LocalPath", "S3OutputPath"}
 
 # ---------------------------------------------------------------- hyperparameters
 # Names starting with these belong to the platform and the runtime, never to the user's script.

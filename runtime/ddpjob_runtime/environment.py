@@ -14,6 +14,7 @@ from typing import Any
 from ddpjob_runtime import contract, fsutil
 from ddpjob_runtime.errors import RuntimeContractError, UnsafePathError
 from ddpjob_runtime.hyperparameters import decode, is_reserved, name_problem
+from ddpjob_runtime.platform_config import PlatformConfig
 
 DEFAULT_ROOT = contract.DEFAULT_ROOT
 ROOT_ENV = contract.ENV_ROOT
@@ -42,7 +43,7 @@ class TrainingEnvironment:
     resource_config: dict[str, Any]
     input_data_config: dict[str, Any]
     checkpoint_config: dict[str, Any] = field(default_factory=dict)
-    platform: dict[str, Any] = field(default_factory=dict)
+    platform: PlatformConfig = field(default_factory=PlatformConfig)
 
     @property
     def current_host(self) -> str:
@@ -86,7 +87,7 @@ class TrainingEnvironment:
     @property
     def job_name(self) -> str:
         return str(
-            self.platform.get("job_name") or self.hyperparameters.get(contract.JOB_NAME) or ""
+            self.platform.job_name or self.hyperparameters.get(contract.JOB_NAME) or ""
         )
 
     # Folders of the contract.
@@ -223,9 +224,9 @@ def read_environment(root: Path | None = None) -> TrainingEnvironment:
         resource_config=resource_config,
         input_data_config=read(contract.INPUT_DATA_CONFIG_FILE, required=False),
         checkpoint_config=read(contract.CHECKPOINT_CONFIG_FILE, required=False),
-        platform=read(contract.PLATFORM_FILE, required=False),
+        platform=PlatformConfig.from_json(read(contract.PLATFORM_FILE, required=False)),
     )
-    tensorboard = env.platform.get(contract.PLATFORM_TENSORBOARD) or {}
+    tensorboard = env.platform.tensorboard_output_config or {}
     try:  # the folders the platform syncs stay inside the job
         _ = env.checkpoint_dir
         if tensorboard.get("LocalPath"):

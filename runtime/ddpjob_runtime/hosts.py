@@ -39,13 +39,9 @@ def resolve(
 
 def host_address(env: TrainingEnvironment, host: str) -> str:
     """`host`'s address: platform.json's `host_addresses` when it names it, else DNS."""
-    addresses = env.platform.get("host_addresses") or {}
-    return addresses.get(host) or resolve(host)
+    return env.platform.host_addresses.get(host) or resolve(host)
 
 
 def master_address(env: TrainingEnvironment) -> tuple[str, int]:
     """(address, port) of the first host, where torchrun's rendezvous store listens."""
-    port = env.platform.get("master_port") or DEFAULT_MASTER_PORT
-    if not isinstance(port, int) or not 0 < port < 65536:
-        raise RuntimeContractError(f"platform.json: 'master_port' must be a TCP port, got {port!r}")
-    return host_address(env, env.hosts[0]), port
+    return host_address(env, env.hosts[0]), env.platform.master_port or DEFAULT_MASTER_PORT

@@ -67,12 +67,12 @@ def processes_per_host(hyperparameters: Mapping[str, Any], gpus: int) -> int:
 
 def max_restarts(hyperparameters: Mapping[str, Any]) -> int:
     """Worker restarts allowed (`ddpjob_max_restarts`, torchrun's `--max_restarts`), default 0."""
-    value = hyperparameters.get("ddpjob_max_restarts", 0)
+    value = hyperparameters.get(contract.MAX_RESTARTS, 0)
     if isinstance(value, bool) or not isinstance(value, int) or not (
         0 <= value <= contract.MAX_RESTARTS_LIMIT
     ):
         raise RuntimeContractError(
-            f"hyperparameter 'ddpjob_max_restarts' must be an integer from 0 to "
+            f"hyperparameter {contract.MAX_RESTARTS!r} must be an integer from 0 to "
             f"{contract.MAX_RESTARTS_LIMIT}, got {value!r}"
         )
     return value

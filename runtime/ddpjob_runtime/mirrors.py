@@ -11,16 +11,13 @@ manifest last); this sync handles every other file, such as a script's own `torc
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
-from ddpjob_runtime import contract
 from ddpjob_runtime.checkpoint_layout import step_of
 from ddpjob_runtime.environment import TrainingEnvironment, mapped_path
 from ddpjob_runtime.folder_sync import FolderSync
 
-TENSORBOARD_KEY = contract.PLATFORM_TENSORBOARD
 DEFAULT_TENSORBOARD_DIR = "/opt/ml/output/tensorboard"
 
 
@@ -30,13 +27,13 @@ def in_step_folder(rel: str) -> bool:
     return bool(slash) and step_of(first) is not None
 
 
-def tensorboard_dir(root: Path, config: dict[str, Any]) -> Path:
+def tensorboard_dir(root: Path, config: Mapping[str, str]) -> Path:
     """The TensorBoard folder of `TensorBoardOutputConfig` (`LocalPath` mapped under `root`)."""
     return mapped_path(root, config.get("LocalPath") or DEFAULT_TENSORBOARD_DIR,
                        "TensorBoardOutputConfig.LocalPath")
 
 
-def tensorboard_sync(root: Path, config: dict[str, Any] | None) -> FolderSync:
+def tensorboard_sync(root: Path, config: Mapping[str, str] | None) -> FolderSync:
     """The upload of the TensorBoard folder to `S3OutputPath` (a no-op without a config)."""
     config = config or {}
     return FolderSync(tensorboard_dir(root, config), config.get("S3OutputPath"))
@@ -47,9 +44,9 @@ class JobMirrors:
     `upload()` once it ended (before the job can complete)."""
 
     def __init__(self, env: TrainingEnvironment) -> None:
-        self.checkpoint = FolderSync(env.checkpoint_dir, env.platform.get("checkpoint_s3_uri"),
+        self.checkpoint = FolderSync(env.checkpoint_dir, env.platform.checkpoint_s3_uri,
                                      skip=in_step_folder)
-        tensorboard = env.platform.get(TENSORBOARD_KEY)
+        tensorboard = env.platform.tensorboard_output_config
         self.tensorboard_dir = tensorboard_dir(env.root, tensorboard) if tensorboard else None
         # The first host only, where global rank 0 (the checkpoint writer) lives.
         self.uploads = [self.checkpoint, tensorboard_sync(env.root, tensorboard)] \

@@ -14,30 +14,31 @@ import shutil
 import subprocess
 from typing import Any
 
+from ddpjob_runtime import contract
 from ddpjob_runtime.environment import TrainingEnvironment
 
 log = logging.getLogger(__name__)
 
 # The toolkit's SAGEMAKER_HYPERPARAMETERS: its own settings, kept out of SM_FRAMEWORK_PARAMS.
 TOOLKIT_HYPERPARAMETERS = (
-    "sagemaker_program",
-    "sagemaker_submit_directory",
+    contract.PROGRAM,
+    contract.SUBMIT_DIRECTORY,
     "sagemaker_enable_cloudwatch_metrics",
-    "sagemaker_region",
-    "sagemaker_container_log_level",
-    "sagemaker_job_name",
+    contract.REGION,
+    contract.CONTAINER_LOG_LEVEL,
+    contract.JOB_NAME,
     "default_user_module_name",
     "_tuning_objective_metric",
     "sagemaker_s3_output",
 )
 _DISTRIBUTION_FLAGS = (
-    "sagemaker_mpi_enabled",
+    contract.MPI,
     "sagemaker_parameter_server_enabled",
-    "sagemaker_distributed_dataparallel_enabled",
-    "sagemaker_pytorch_ddp_enabled",
-    "sagemaker_pytorch_xla_multi_worker_enabled",
+    contract.SMDDP,
+    contract.PYTORCH_DDP,
+    contract.PYTORCH_XLA,
     "sagemaker_multi_worker_mirrored_strategy_enabled",
-    "sagemaker_torch_distributed_enabled",
+    contract.TORCH_DISTRIBUTED,
 )
 
 
@@ -124,7 +125,7 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
     """The toolkit's `dict(Environment())`: what `SM_TRAINING_ENV` holds."""
     hps = env.hyperparameters
     params = framework_params(env)
-    program = hps.get("sagemaker_program")
+    program = hps.get(contract.PROGRAM)
     module_name = str(program)
     if module_name.endswith(".py"):
         module_name = module_name[:-3]
@@ -152,11 +153,11 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
         "is_modelparallel_enabled": mp_parameters and mp_parameters != "{}",
         "is_smddpmprun_installed": shutil.which("smddpmprun") is not None,
         "is_smddprun_installed": shutil.which("smddprun") is not None,
-        "job_name": os.environ.get("TRAINING_JOB_NAME"),
-        "log_level": hps.get("sagemaker_container_log_level", logging.INFO),
+        "job_name": os.environ.get(contract.ENV_TRAINING_JOB_NAME),
+        "log_level": hps.get(contract.CONTAINER_LOG_LEVEL, logging.INFO),
         "master_hostname": groups["master_hostname"],
         "model_dir": str(env.model_dir),
-        "module_dir": str(hps.get("sagemaker_submit_directory", env.code_dir)),
+        "module_dir": str(hps.get(contract.SUBMIT_DIRECTORY, env.code_dir)),
         "module_name": module_name,
         "network_interface_name": env.resource_config.get("network_interface_name", "eth0"),
         "num_cpus": cpus,

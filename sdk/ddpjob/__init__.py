@@ -18,7 +18,7 @@ _EXPORTS = {
     "TrainingJobAnalytics": "ddpjob.analytics",
     "LocalSession": "ddpjob.local.session",
     "Session": "ddpjob.sagemaker.session",
-    "get_execution_role": "ddpjob.sagemaker.execution_role",
+    "get_execution_role": "ddpjob.sagemaker.session",
 }
 
 __all__ = ["Estimator", "HuggingFace", "LocalSession", "PyTorch", "Session", "TrainingInput",
@@ -30,8 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.huggingface import HuggingFace
     from ddpjob.local.session import LocalSession
     from ddpjob.pytorch import PyTorch
-    from ddpjob.sagemaker.execution_role import get_execution_role
-    from ddpjob.sagemaker.session import Session
+    from ddpjob.sagemaker.session import Session, get_execution_role
     from ddpjob.training_input import TrainingInput
 
 

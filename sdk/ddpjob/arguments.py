@@ -18,12 +18,11 @@ from typing import Any
 from ddpjob_runtime import contract, storage
 from ddpjob_runtime.hyperparameters import check_user_hyperparameters, decode, is_reserved
 
-from ddpjob import gitsource, naming, validation
+from ddpjob import backends, gitsource, naming, validation
 from ddpjob.definition import DEFAULT_MAX_RUN
 from ddpjob.distribution import NAMES as DISTRIBUTION_NAMES
 from ddpjob.distribution import distribution_from_hyperparameters
 from ddpjob.errors import UserInputError
-from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -159,8 +158,7 @@ def _distribution(description: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _instance_type(value: Any) -> str:
-    if not isinstance(value, str) or not (value in LOCAL_INSTANCE_TYPES or
-                                          value.startswith("ml.")):
+    if backends.for_instance_type(value) is None:
         raise UserInputError(f"instance_type {value!r} is not allowed: use 'local' (CPU), "
                              f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
     return value
@@ -358,26 +356,9 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
-def check_local_request(request: Mapping[str, Any]) -> None:
-    """What the local backend refuses (UserInputError, one line) and, in the log, what it
-    accepts without effect; the table's "local mode" column, applied to a request."""
-    from ddpjob.distribution import MP_PARAMETERS
-    from ddpjob.training_input import local_channel_refusal
-
-    for channel in request.get("InputDataConfig") or []:
-        why = local_channel_refusal(channel)
-        if why:
-            raise UserInputError(why)
-    mode = request.get("AlgorithmSpecification", {}).get("TrainingInputMode", "File")
-    if mode != "File":
-        raise UserInputError(f"input_mode {mode!r} cannot run locally (local hosts read "
-                             f"channels as files): use input_mode='File' or a SageMaker Session")
-    if "InstanceGroups" in request.get("ResourceConfig", {}):
-        raise UserInputError("instance_groups cannot run locally (local mode runs one group): "
-                             "use instance_type and instance_count")
-    if MP_PARAMETERS in (request.get("HyperParameters") or {}):
-        raise UserInputError("distribution smdistributed.modelparallel needs SageMaker's "
-                             "model-parallel container; it cannot run locally")
+def log_no_local_effect(request: Mapping[str, Any]) -> None:
+    """Log the members of `request` that have no effect on this machine (the table's "local
+    mode" column; what local mode refuses is `ddpjob.local.refusals`)."""
     for row in ROWS:
         if row.local == NO_EFFECT and _read(row.member)(request) not in (None, row.default):
             logger.warning("%s has no effect on this machine (local mode)", row.name)

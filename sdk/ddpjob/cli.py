@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ddpjob import backends
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
 from ddpjob.errors import DdpjobError, JobFailedError, UserInputError
 
@@ -80,7 +81,7 @@ def _int_at_least(low: int, high: int | None = None):
 
 
 def _add_backend_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", choices=("local", "sagemaker"),
+    parser.add_argument("--backend", choices=backends.NAMES,
                         help="where jobs run (default: what the instance type implies, else "
                              "the config file's backend, else local)")
     parser.add_argument("--config", help=_CONFIG_HELP)
@@ -176,20 +177,9 @@ def _add_job_commands(commands: Any) -> None:
 def _session(args: argparse.Namespace, config: Config, backend: str | None = None):
     """The session of `backend` (default: --backend, else the config's); records where it looks
     in `args.where` for error messages."""
-    backend = backend or args.backend or config.backend
-    if backend == "local":
-        from ddpjob.local.session import LocalSession
-
-        session = LocalSession(home=config.home)
-        args.where = f"local home {session.home}"
-        return session
-    import boto3
-
-    from ddpjob.sagemaker.session import Session
-
-    session = Session(boto_session=boto3.Session(region_name=config.region),
-                      default_bucket=config.default_bucket)
-    args.where = f"SageMaker in {session.region_name}"
+    session = backends.named(backend or args.backend or config.backend).session_type() \
+        .from_config(config)
+    args.where = session.where
     return session
 
 

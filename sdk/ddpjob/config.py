@@ -26,12 +26,11 @@ from typing import Any
 
 from ddpjob_runtime import storage
 
-from ddpjob import arguments
+from ddpjob import arguments, backends
 from ddpjob.errors import UserInputError
-from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
-BACKENDS = ("local", "sagemaker")
+BACKENDS = backends.NAMES
 
 # key -> (accepted types, what the error says is allowed)
 _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -210,12 +209,9 @@ def _is_uri(value: str) -> bool:
 
 
 def backend_of(instance_type: Any) -> str | None:
-    """The backend an instance type runs on: 'local', 'sagemaker', or None for no valid type."""
-    if instance_type in LOCAL_INSTANCE_TYPES:
-        return "local"
-    if isinstance(instance_type, str) and instance_type.startswith("ml."):
-        return "sagemaker"
-    return None
+    """The name of the backend an instance type runs on, or None for no valid type."""
+    backend = backends.for_instance_type(instance_type)
+    return backend and backend.name
 
 
 def resolve_backend(flag: str | None, instance_type: Any, config: Config) -> tuple[str, Any]:
@@ -230,17 +226,15 @@ def resolve_backend(flag: str | None, instance_type: Any, config: Config) -> tup
         backend = flag or config.backend
         if config.instance_type is not None and backend_of(config.instance_type) == backend:
             return backend, config.instance_type
-        if backend == "local":
-            return backend, "local"
+        if backends.named(backend).default_instance_type:
+            return backend, backends.named(backend).default_instance_type
         raise UserInputError(
             "an instance type is required for SageMaker jobs: pass --instance-type (e.g. "
             "ml.g5.12xlarge), or set instance_type in the job spec or in the config file")
     implied = backend_of(instance_type)
     if flag and implied and flag != implied:
-        allowed = ("'local' or 'local_gpu'" if flag == "local"
-                   else "an 'ml.*' type such as 'ml.g5.12xlarge'")
         raise UserInputError(f"--backend {flag} cannot run instance type {instance_type!r}: "
-                             f"use {allowed}, or --backend {implied}")
+                             f"use {backends.named(flag).allowed}, or --backend {implied}")
     return implied or flag or config.backend, instance_type
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ddpjob_runtime import storage
 
-from ddpjob import arguments, gitsource, naming, official_kwargs, packaging, planner
+from ddpjob import arguments, backends, gitsource, naming, official_kwargs, packaging, planner
 from ddpjob import inputs as inputs_module
 from ddpjob.base_session import BaseSession
 from ddpjob.definition import DEFAULT_MAX_RUN, Code, JobDefinition, Resources, Stopping
@@ -28,8 +28,6 @@ from ddpjob.distribution import MPI, distribution_hyperparameters
 from ddpjob.errors import UserInputError
 from ddpjob.image_uris import ImageRequest, is_dlc, training_image_uri
 from ddpjob.job_results import JobResults
-from ddpjob.local.session import LOCAL_IMAGE
-from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
 from ddpjob.training_job import TrainingJob
 
 logger = logging.getLogger(__name__)
@@ -41,13 +39,7 @@ _TYPO_TARGETS = ("instance_count", "instance_type", "max_run", "use_spot_instanc
 
 
 def _default_session(instance_type: str) -> BaseSession:
-    if instance_type in LOCAL_INSTANCE_TYPES:
-        from ddpjob.local.session import LocalSession
-
-        return LocalSession()
-    from ddpjob.sagemaker.session import Session
-
-    return Session()
+    return (backends.for_instance_type(instance_type) or backends.SAGEMAKER).session_type()()
 
 
 def _one_session(session: object, alias: object) -> BaseSession | None:
@@ -301,12 +293,9 @@ class Estimator(JobResults):
         SDK, not by default: `estimator.logs()` prints them)."""
         naming.check_job_name(training_job_name, "training_job_name")
         session = _one_session(session, sagemaker_session)
-        if session is None:
-            from ddpjob.local.session import LocalSession
-
-            session = LocalSession()
+        session = session or backends.LOCAL.session_type()()
         description = session.describe(training_job_name)
-        params = arguments.from_description(description, LOCAL_IMAGE)
+        params = arguments.from_description(description, backends.LOCAL.default_image)
         if model_channel_name != "model":
             params["model_channel_name"] = model_channel_name
         estimator = cls(session=session, **params)

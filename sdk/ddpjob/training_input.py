@@ -74,26 +74,3 @@ class TrainingInput:
 
     def __repr__(self) -> str:
         return f"TrainingInput({self.config!r})"
-
-
-#: What the local backend cannot do with a channel: (request key, value or None for "any
-#: value") -> why. Checked by `local_channel_refusal`.
-_LOCAL_REFUSED = {
-    ("InputMode", "Pipe"): "Pipe input mode streams through a FIFO, which local mode lacks",
-    ("InputMode", "FastFile"): "FastFile input mode mounts S3, which local mode does not",
-    ("S3DataType", "ManifestFile"): "manifest files are not expanded locally",
-    ("S3DataType", "AugmentedManifestFile"): "augmented manifests are not expanded locally",
-    ("S3DataType", "Converse"): "Converse datasets are not read locally",
-    ("CompressionType", "Gzip"): "compressed channels are not decompressed locally",
-}
-
-
-def local_channel_refusal(channel: dict[str, Any]) -> str | None:
-    """Why the local backend refuses this channel config (one line), or None."""
-    source = channel.get("DataSource", {}).get("S3DataSource", {})
-    for (key, value), why in _LOCAL_REFUSED.items():
-        if channel.get(key, source.get(key)) == value:
-            return (f"inputs[{channel.get('ChannelName')!r}]: {key}={value!r} cannot run "
-                    f"locally ({why}); use File mode, S3Prefix and uncompressed data, or a "
-                    f"SageMaker Session")
-    return None

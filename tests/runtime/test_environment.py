@@ -15,6 +15,7 @@ from ddpjob_runtime import failure, hosts, launcher, phases, sm_variables, sourc
 from ddpjob_runtime.entrypoint import EntryKind, check_entry_point, entry_kind
 from ddpjob_runtime.environment import read_environment
 from ddpjob_runtime.errors import RuntimeContractError
+from ddpjob_runtime.platform_config import PlatformConfig
 
 USER_HPS = {
     "lr": "0.01",
@@ -71,7 +72,7 @@ def test_hyperparameters_are_json_decoded_with_raw_fallback(tmp_path: Path) -> N
     assert env.hyperparameters["d"] == {"a": 1, "b": 2}
     assert env.current_host == "algo-2" and env.host_index == 1 and not env.is_master
     assert env.entry_point == "train.py"
-    assert env.platform == {} and env.checkpoint_dir == tmp_path / "checkpoints"
+    assert env.platform == PlatformConfig() and env.checkpoint_dir == tmp_path / "checkpoints"
 
 
 @pytest.mark.parametrize(

@@ -22,11 +22,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import contract
+
 from ddpjob import image_uris
 from ddpjob.local import hostpython, platform_host, responses, sandbox
 
 MODULE = "ddpjob.local.container_host"
-OPT_ML = "/opt/ml"  # what the platform stages before the command starts lives below
+OPT_ML = contract.DEFAULT_ROOT  # what the platform stages before the command starts lives below
 
 
 def _algorithm(request: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import contract
+
 from ddpjob import image_uris
 from ddpjob.local import hostpython, platform_host
 from ddpjob.local.hostpython import image_python
@@ -36,10 +38,10 @@ EXTRA = 'pip install "ddpjob[dlc]"'
 LOCAL_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training")
 # Launches the DLC offers that need what a machine cannot give its local hosts.
 _REFUSED = {
-    "sagemaker_distributed_dataparallel_enabled": "smdistributed.dataparallel (smddprun, "
+    contract.SMDDP: "smdistributed.dataparallel (smddprun, "
                                                   "SageMaker's own library on p4d/p5 hosts)",
-    "sagemaker_pytorch_ddp_enabled": "pytorchddp (the toolkit launches it with smddprun)",
-    "sagemaker_pytorch_xla_multi_worker_enabled": "pytorchxla (Trainium)",
+    contract.PYTORCH_DDP: "pytorchddp (the toolkit launches it with smddprun)",
+    contract.PYTORCH_XLA: "pytorchxla (Trainium)",
 }
 
 
@@ -87,7 +89,7 @@ def request_problem(request: dict[str, Any]) -> str | None:
         if hps.get(name) == "true":
             return (f"distribution {what} cannot run on this machine; use "
                     f"{{'torch_distributed': {{'enabled': True}}}}")
-    if hps.get("sagemaker_mpi_enabled") == "true" and request["ResourceConfig"].get(
+    if hps.get(contract.MPI) == "true" and request["ResourceConfig"].get(
             "InstanceCount", 1) > 1:
         return ("distribution 'mpi' over several hosts needs sshd on every host, which local "
                 "hosts do not run; use instance_count=1 or torch_distributed")

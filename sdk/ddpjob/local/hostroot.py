@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, mirrors
+from ddpjob_runtime import contract
+from ddpjob_runtime.platform_config import ChannelSource, PlatformConfig
 
 LOOPBACK = "127.0.0.1"
 GROUP = "homogeneousCluster"
@@ -79,29 +80,25 @@ def config_files(
             }
             for c in channels
         },
-        contract.PLATFORM_FILE: {
-            "job_name": request["TrainingJobName"],
-            "master_port": master_port,
-            "channels": (staged or {}).get("channels", {
-                c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels}),
-            "output_path": request["OutputDataConfig"]["S3OutputPath"],
-            "status_file": str(status_file(job_dir, host)),
-        },
     }
-    if not own_namespace:
-        files[contract.PLATFORM_FILE]["host_addresses"] = {h: LOOPBACK for h in hosts}
     checkpoint = request.get("CheckpointConfig")
     if checkpoint:
         files[contract.CHECKPOINT_CONFIG_FILE] = {
             "LocalPath": checkpoint.get("LocalPath") or "/opt/ml/checkpoints",
             "S3Uri": checkpoint["S3Uri"],
         }
-        files[contract.PLATFORM_FILE]["checkpoint_s3_uri"] = checkpoint["S3Uri"]
-    tensorboard = request.get("TensorBoardOutputConfig")
-    if tensorboard:  # SageMaker uploads that folder; on this machine the runtime does
-        files[contract.PLATFORM_FILE][mirrors.TENSORBOARD_KEY] = dict(tensorboard)
-    files[contract.PLATFORM_FILE].update(
-        {k: v for k, v in (staged or {}).items() if k != "channels"})
+    platform = PlatformConfig(
+        job_name=request["TrainingJobName"], master_port=master_port,
+        host_addresses={} if own_namespace else dict.fromkeys(hosts, LOOPBACK),
+        channels={c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
+                  for c in channels},
+        output_path=request["OutputDataConfig"]["S3OutputPath"],
+        checkpoint_s3_uri=(checkpoint or {}).get("S3Uri"),
+        status_file=str(status_file(job_dir, host)),
+        # SageMaker uploads that folder; on this machine the runtime does
+        tensorboard_output_config=request.get("TensorBoardOutputConfig") or None,
+    )
+    files[contract.PLATFORM_FILE] = platform.merged(staged or {}).to_json()
     return files
 
 

@@ -7,7 +7,7 @@ HTTP request and takes the handler's answer as AWS's (an error as the `ClientErr
 be). This module is the edge that promises AWS's shapes:
 
 - SageMaker: Create/Describe/Stop/ListTrainingJobs by the local backend's client, after the
-  backend's own refusals (`arguments.check_local_request`, then the client's checks);
+  backend's own refusals (`local.refusals.check_request`, then the client's checks);
 - CloudWatch Logs (`logs=True`): the hosts' log files (`log_streams`); logs of jobs this home
   does not hold go to AWS, as the SDK would have sent them;
 - STS GetCallerIdentity and IAM GetRole / SimulatePrincipalPolicy: a local account
@@ -31,10 +31,12 @@ from ddpjob_runtime.storage.uris import LOCAL_BUCKET
 from ddpjob import official_sdk
 from ddpjob.local.bucket_api import Answer, LocalBucket, error
 from ddpjob.local.log_streams import JobLogStreams
-from ddpjob.local.session import LOCAL_ROLE, LocalSession
+from ddpjob.local.validation import LOCAL_ROLE
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3
+
+    from ddpjob.local.session import LocalSession
 
 ACCOUNT = LOCAL_ROLE.split(":")[4]  # the local account, whose role is LocalSession's
 ROLE_NAME = LOCAL_ROLE.rsplit("/", 1)[1]
@@ -117,9 +119,9 @@ class Answers:
 
     def _create_training_job(self, params: dict[str, Any]) -> Answer:
         """CreateTrainingJob after the backend's refusals (one UserInputError line)."""
-        from ddpjob.arguments import check_local_request
+        from ddpjob.local import refusals
 
-        check_local_request(params)
+        refusals.check_request(params)
         return _ok(self.local.sagemaker_client.create_training_job(**params))
 
     # --- identity --------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime import contract, storage
 from ddpjob_runtime.environment import checkpoint_local_dir
 from ddpjob_runtime.folder_sync import FolderSync
 from ddpjob_runtime.mirrors import tensorboard_sync as tensorboard_sync_of
@@ -29,7 +29,7 @@ from ddpjob.local import hostroot
 
 log = logging.getLogger(__name__)
 
-SUBMIT_DIR = "sagemaker_submit_directory"
+SUBMIT_DIR = contract.SUBMIT_DIRECTORY
 
 
 def config_files(request: dict[str, Any], host: str, job_dir: Path,
@@ -38,28 +38,28 @@ def config_files(request: dict[str, Any], host: str, job_dir: Path,
     URI made a path (the toolkit reads paths). Host names are `algo-N` in the host's own
     namespace (its `/etc/hosts` resolves them), else their loopback addresses."""
     files = hostroot.config_files(request, host, 0, job_dir)
-    del files["platform.json"]  # ddpjob's own runtime is not there
+    del files[contract.PLATFORM_FILE]  # ddpjob's own runtime is not there
     if not own_namespace:
         addresses = hostroot.loopback_addresses(request)
-        resources = files["resourceconfig.json"]
+        resources = files[contract.RESOURCE_CONFIG_FILE]
         resources["current_host"] = addresses[host]
         resources["hosts"] = list(addresses.values())
         resources["instance_groups"][0]["hosts"] = list(addresses.values())
-    hyperparameters = dict(files["hyperparameters.json"])
+    hyperparameters = dict(files[contract.HYPERPARAMETERS_FILE])
     if SUBMIT_DIR in hyperparameters:
         uri = json.loads(hyperparameters[SUBMIT_DIR])
         location = storage.parse(uri, argument=SUBMIT_DIR)
         if not location.is_s3:
             hyperparameters[SUBMIT_DIR] = json.dumps(str(location.path))
-    files["hyperparameters.json"] = hyperparameters
+    files[contract.HYPERPARAMETERS_FILE] = hyperparameters
     return files
 
 
 def write_config(root: Path, files: dict[str, Any]) -> None:
     """Write `files` (see `config_files`) under `root/input/config`, replacing what is there."""
-    config = root / "input" / "config"
+    config = root / contract.CONFIG_DIR
     config.mkdir(parents=True, exist_ok=True)
-    (config / "platform.json").unlink(missing_ok=True)
+    (config / contract.PLATFORM_FILE).unlink(missing_ok=True)
     for name, content in files.items():
         (config / name).write_text(json.dumps(content, indent=1))
 
@@ -69,7 +69,7 @@ def stage_channels(request: dict[str, Any], root: Path) -> None:
     for channel in request.get("InputDataConfig") or []:
         name, uri = channel["ChannelName"], channel["DataSource"]["S3DataSource"]["S3Uri"]
         log.info("staging channel %s from %s", name, uri)
-        storage.download_prefix(uri, root / "input" / "data" / name)
+        storage.download_prefix(uri, root / contract.DATA_DIR / name)
 
 
 def checkpoint_sync(request: dict[str, Any], root: Path) -> FolderSync:
@@ -95,4 +95,4 @@ def upload_results(request: dict[str, Any], host: str, root: Path) -> None:
 
     prefix = storage.join(request["OutputDataConfig"]["S3OutputPath"],
                           request["TrainingJobName"], "output")
-    upload(root / "model", root / "output" / "data", prefix)
+    upload(root / contract.MODEL_DIR, root / contract.OUTPUT_DIR / "data", prefix)

@@ -93,7 +93,7 @@ class PlatformHost:
         phases.write_phase(self.status_file, "Downloading")
         platform_duties.write_config(self.root, platform_duties.config_files(
             self.request, self.host, self.job_dir, self.own_namespace))
-        for folder in ("code", "model", "output/data"):
+        for folder in (contract.CODE_DIR, contract.MODEL_DIR, f"{contract.OUTPUT_DIR}/data"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         platform_duties.stage_channels(self.request, self.root)
         self.sync.download()

@@ -13,28 +13,31 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import fsutil
 from ddpjob_runtime.errors import UnsafePathError
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET
 
+from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
 from ddpjob.job_status import TERMINAL_STATUSES
-from ddpjob.local import dlc_host, hostroot, logtail
+from ddpjob.local import dlc_host, hostroot, logtail, refusals
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.jobstore import check_own_dir
-from ddpjob.local.validation import LOCAL_INSTANCE_TYPES
+from ddpjob.local.validation import LOCAL_ROLE
 from ddpjob.naming import check_job_name
 from ddpjob.sagemaker.errors import aws_errors
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.config import Config
+
 HOME_ENV = "DDPJOB_HOME"
-LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
 #: installed here, whatever the image says.
-LOCAL_IMAGE = "ddpjob-local"
+LOCAL_IMAGE = backends.LOCAL.default_image
 
 
 def default_home() -> Path:
@@ -69,6 +72,16 @@ class LocalSession(BaseSession):
             check_own_dir(self.home)
         self._client = LocalSageMakerClient(self.home)
 
+    @classmethod
+    def from_config(cls, config: Config) -> LocalSession:
+        """The session of a config file (its `home`)."""
+        return cls(home=config.home)
+
+    @property
+    def where(self) -> str:
+        """Where this session's jobs are, for messages."""
+        return f"local home {self.home}"
+
     @property
     def sagemaker_client(self) -> LocalSageMakerClient:
         """The boto3-shaped client (create/describe/stop/list training jobs), e.g. for the
@@ -88,10 +101,7 @@ class LocalSession(BaseSession):
 
     def check_instance_type(self, instance_type: str) -> None:
         """Local jobs run on 'local' (CPU, gloo) or 'local_gpu' (NCCL)."""
-        if instance_type not in LOCAL_INSTANCE_TYPES:
-            raise UserInputError(
-                f"instance_type {instance_type!r} cannot run on a LocalSession: use 'local' or "
-                f"'local_gpu' (or a SageMaker Session for 'ml.*' types)")
+        refusals.check_instance_type(instance_type)
 
     def training_image(self, image_uri: str | None) -> str:
         """`image_uri`, recorded only: local hosts run the runtime installed here."""
@@ -116,9 +126,7 @@ class LocalSession(BaseSession):
 
         What local hosts cannot do (Pipe input, manifests, model parallelism, ...) is one
         UserInputError; members with no effect on this machine are logged."""
-        from ddpjob.arguments import check_local_request
-
-        check_local_request(request)
+        refusals.check_request(request)
         with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
             return self._client.checked_request(dict(request), machine=False)
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from ddpjob_runtime import contract, fsutil, storage
 from ddpjob_runtime.errors import StorageError, UnsafePathError
+from ddpjob_runtime.platform_config import ChannelSource
 from ddpjob_runtime.storage import Listing
 
 from ddpjob.local.datacache import DataCache, Fetched, human_bytes, max_bytes
@@ -50,13 +51,14 @@ def stage_job(
     shared: dict[str, Any] = {}
     source = _submit_directory(request)
     if source and storage.is_s3(source):
-        shared["submit_directory"] = str(storage.download_file(
+        shared[contract.PLATFORM_SUBMIT_DIRECTORY] = str(storage.download_file(
             source, Path(job_dir) / "source" / contract.SOURCE_ARCHIVE))
     checkpoint = stage_checkpoint(job_dir, request)
     if checkpoint is not None:
-        shared["staged_checkpoint"] = str(checkpoint)
-    return {host: {"channels": {n: {"staged": f} for n, f in staged[host].items()}, **shared}
-            for host in hosts}
+        shared[contract.PLATFORM_STAGED_CHECKPOINT] = str(checkpoint)
+    return {host: {contract.PLATFORM_CHANNELS: {
+        n: ChannelSource(str(f), staged=True).to_json() for n, f in staged[host].items()},
+        **shared} for host in hosts}
 
 
 def stage_checkpoint(job_dir: Path, request: dict[str, Any]) -> Path | None:

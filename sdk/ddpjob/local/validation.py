@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ddpjob_runtime import contract
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
-from ddpjob import image_uris
+from ddpjob import backends, image_uris
 from ddpjob.local import hostkind, metrics, model_limits
 from ddpjob.request import service_model
 
-LOCAL_INSTANCE_TYPES = ("local", "local_gpu")  # what runs on this machine
+LOCAL_INSTANCE_TYPES = backends.LOCAL.instance_types  # what runs on this machine
+LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"  # local jobs assume no role
 URI_SCHEMES = ("s3://", "file://")
 HOST_MEMORY = 512 * 2**20  # what one local host needs at least: an agent and a torch worker
 LOOPBACK_HOSTS = 254  # 127.0.0.1-254, the addresses that name hosts on this machine
@@ -147,7 +149,7 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             f"GPU(s), one set per simulated host; this machine has {visible_gpus}",
         )
     hps = request.get("HyperParameters") or {}
-    if hostkind.needs_program(request) and not hps.get("sagemaker_program"):
+    if hostkind.needs_program(request) and not hps.get(contract.PROGRAM):
         raise client_error(
             op, "HyperParameters.sagemaker_program (the entry point script) is required in "
                 "local mode unless AlgorithmSpecification.ContainerEntrypoint names the "

@@ -1,4 +1,4 @@
-"""`get_execution_role()`: the IAM role of the notebook that calls it, as the official SDK finds it.
+"""The IAM role of the notebook that calls `get_execution_role()`, as the official SDK finds it.
 
 On a SageMaker notebook instance or in Studio the role is in the instance's metadata file (or
 its description); elsewhere the caller's identity (STS) is used, an assumed role turned back
@@ -12,14 +12,10 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ddpjob.errors import UserInputError
 from ddpjob.sagemaker.errors import aws_errors
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.base_session import BaseSession
-    from ddpjob.sagemaker.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -28,21 +24,18 @@ NOTEBOOK_METADATA_FILE = Path("/opt/ml/metadata/resource-metadata.json")
 _ASSUMED_ROLE = re.compile(r"^(arn:[^:]+):sts::(\d+):assumed-role/(.+?)/.*$")
 
 
-def get_execution_role(sagemaker_session: BaseSession | None = None) -> str:
-    """The ARN of the IAM role whose credentials call AWS, for `role=` of an estimator.
+class AwsClients(Protocol):
+    """What the role is looked up with (a SageMaker `Session`'s clients)."""
 
-    As the official SDK's `sagemaker.get_execution_role`: on a SageMaker notebook, its
-    execution role. A LocalSession answers its placeholder role (local jobs assume none).
-    Raises UserInputError (a ValueError) when the caller is not a role.
-    """
-    if sagemaker_session is None:
-        from ddpjob.sagemaker.session import Session
-
-        sagemaker_session = Session()
-    return sagemaker_session.execution_role()
+    @property
+    def boto_session(self) -> Any: ...
+    @property
+    def sagemaker_client(self) -> Any: ...
+    @property
+    def region_name(self) -> str: ...
 
 
-def _notebook_role(session: Session) -> str | None:
+def _notebook_role(session: AwsClients) -> str | None:
     """The role of the SageMaker notebook instance or Studio user this runs on, if any."""
     from botocore.exceptions import ClientError
 
@@ -67,7 +60,7 @@ def _notebook_role(session: Session) -> str | None:
         return None
 
 
-def _with_path(session: Session, role_arn: str, assumed: str) -> str:
+def _with_path(session: AwsClients, role_arn: str, assumed: str) -> str:
     """`role_arn` with the role's IAM path (e.g. service-role/), as IAM has it when readable."""
     from botocore.exceptions import ClientError
 
@@ -81,8 +74,9 @@ def _with_path(session: Session, role_arn: str, assumed: str) -> str:
         return role_arn
 
 
-def caller_role(session: Session) -> str:
-    """See `get_execution_role`; `Session.execution_role` calls this."""
+def caller_role(session: AwsClients) -> str:
+    """The notebook's role, else the caller's (STS) as a role ARN; UserInputError (a ValueError)
+    when the caller is not a role. `Session.execution_role` calls this."""
     found = _notebook_role(session)
     if found:
         return found

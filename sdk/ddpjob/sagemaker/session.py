@@ -6,14 +6,18 @@ import json
 import logging
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import storage
 
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
+from ddpjob.sagemaker.execution_role import caller_role
 from ddpjob.sagemaker.logs import LogPolling, follow_logs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.config import Config
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +111,19 @@ class Session(BaseSession):
     def logs_client(self) -> Any:
         """The boto3 CloudWatch Logs client."""
         return self._logs_client
+
+    @classmethod
+    def from_config(cls, config: Config) -> Session:
+        """The session of a config file (its region and default bucket)."""
+        import boto3
+
+        return cls(boto_session=boto3.Session(region_name=config.region),
+                   default_bucket=config.default_bucket)
+
+    @property
+    def where(self) -> str:
+        """Where this session's jobs are, for messages."""
+        return f"SageMaker in {self.region_name}"
 
     # --- policy ------------------------------------------------------------------------------
 
@@ -282,6 +299,14 @@ class Session(BaseSession):
 
     def execution_role(self) -> str:
         """The notebook's (or caller's) role ARN: see `ddpjob.get_execution_role`."""
-        from ddpjob.sagemaker.execution_role import caller_role
-
         return caller_role(self)
+
+
+def get_execution_role(sagemaker_session: BaseSession | None = None) -> str:
+    """The ARN of the IAM role whose credentials call AWS, for `role=` of an estimator.
+
+    As the official SDK's `sagemaker.get_execution_role`: on a SageMaker notebook, its
+    execution role. A LocalSession answers its placeholder role (local jobs assume none).
+    Raises UserInputError (a ValueError) when the caller is not a role.
+    """
+    return (Session() if sagemaker_session is None else sagemaker_session).execution_role()
