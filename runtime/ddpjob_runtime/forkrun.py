@@ -17,6 +17,7 @@ Where no template is named (`DDPJOB_ZYGOTE` unset) or it cannot serve, the clien
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -29,6 +30,7 @@ from ddpjob_runtime import contract
 _RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
             signal.SIGUSR2)
 _MAX_MESSAGE = 1 << 16
+_PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2
 
 
 def address(name: str) -> str:
@@ -50,12 +52,25 @@ def _connect(name: str) -> socket.socket | None:
     return sock
 
 
+def _die_with_launcher() -> None:
+    """Unless the launcher chose a signal for its death, SIGKILL: no forked process outlives
+    its launcher (when this client dies, the template kills the process it stands for)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    chosen = ctypes.c_int(0)
+    if libc.prctl(_PR_GET_PDEATHSIG, ctypes.byref(chosen), 0, 0, 0) == 0 and not chosen.value:
+        launcher = os.getppid()
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != launcher:
+            os._exit(128 + signal.SIGKILL)
+
+
 def _exit_as(status: int) -> None:
     """Exit as the child did (`status` from waitpid): its code, or killed by its signal."""
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the child dumped already, if at all
-        signal.signal(signum, signal.SIG_DFL)
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
         os.kill(os.getpid(), signum)
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
@@ -67,6 +82,7 @@ def run(argv: list[str]) -> None:
     sock = _connect(name) if name else None
     if sock is None:
         _exec_here(argv)
+    _die_with_launcher()
     pending: list[int] = []
     child: list[int] = []
 
