@@ -39,9 +39,12 @@ from ddpjob_runtime import contract
 
 log = logging.getLogger("ddpjob_runtime.zygote")
 
-# What agents and workers import (not their own modules: those run as `__main__`).
-PRELOADED = ("torch", "torch.distributed", "torch.nn.parallel", "ddpjob_runtime.failure",
-             "ddpjob_runtime.entrypoint", "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",
+# What the bootstrap, agents and workers import (not their own modules: those run as
+# `__main__`).
+PRELOADED = ("torch", "torch.distributed", "torch.nn.parallel", "ddpjob_runtime.environment",
+             "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
+             "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint",
+             "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",
              "ddpjob_runtime.dataparallel.torch.distributed",
              "ddpjob_runtime.dataparallel.torch.parallel.distributed")
 _MAX_REQUEST = 1 << 20

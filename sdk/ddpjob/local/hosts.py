@@ -28,6 +28,7 @@ log = logging.getLogger("ddpjob.local.supervisor")
 # The runtime gives its workers 5 s after a SIGTERM; then we SIGKILL whatever is left.
 STOP_GRACE_S = 10.0
 HOSTS_FILE = "etc-hosts"  # under the job folder: every host's /etc/hosts
+BOOTSTRAP_MODULE = "ddpjob_runtime.bootstrap"  # what `ddpjob-train` runs
 
 
 def free_port() -> int:
@@ -137,7 +138,8 @@ class Hosts:
                 sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
         if templates_enabled() and hostkind.host_command(self.request, self.job_dir,
                                                          self.names[0]) is None:
-            self.template.start()  # ddpjob's runtime forks its agents and workers from it
+            self.template.start()  # ddpjob's runtime: hosts, agents and workers forked from it
+            command = self.template.command(BOOTSTRAP_MODULE)
         for host, gpu_ids in zip(self.names, slices, strict=True):
             host_staged = (staged or {}).get(host)
             mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged

@@ -1,8 +1,9 @@
 """The template process of a local job's hosts (`ddpjob_runtime.zygote`): torch imported once.
 
-Every agent and worker of the job's hosts is forked from it instead of starting an interpreter
-and importing torch on its own (the hosts' launchers run them through
-`ddpjob_runtime.forkrun`, which the template's name in `DDPJOB_ZYGOTE` turns on). The listening
+Every host's runtime (`ddpjob-train`'s module), agent and worker is forked from it instead of
+starting an interpreter and importing torch on its own: the supervisor starts each host as a
+`ddpjob_runtime.forkrun` client, and the hosts' launchers run agents and workers through it
+too (the template's name in `DDPJOB_ZYGOTE` turns that on). The listening
 socket is made here, before any host starts, and handed to the template: a client that
 connects while the template still imports torch waits in the socket's backlog.
 
@@ -27,6 +28,7 @@ log = logging.getLogger("ddpjob.local.supervisor")
 
 SWITCH_ENV = "DDPJOB_PRELOAD"
 ZYGOTE_MODULE = "ddpjob_runtime.zygote"
+FORKRUN_MODULE = "ddpjob_runtime.forkrun"
 STOP_GRACE_S = 5.0
 _OFF = ("0", "false", "no", "off")
 
@@ -63,6 +65,10 @@ class Template:
                 )  # fmt: skip
         log.info("started the job's template process (pid %d)", self.proc.pid)
         return self.name
+
+    def command(self, module: str) -> list[str]:
+        """`python -m module`, forked from this template by a `forkrun` client."""
+        return [sys.executable, "-m", FORKRUN_MODULE, module]
 
     def stop(self) -> None:
         """End the template and every process forked from it."""
