@@ -126,18 +126,18 @@ def _drop_sys_admin() -> None:
     header = (ctypes.c_uint32 * 2)(_CAPS_V3, 0)
     data = (_Caps * 2)()
     _check(_libc.capget(header, data), "capget")
-    for caps in data[:1]:
-        caps.effective &= ~(1 << _CAP_SYS_ADMIN)
-        caps.permitted &= ~(1 << _CAP_SYS_ADMIN)
-        caps.inheritable &= ~(1 << _CAP_SYS_ADMIN)
+    caps = data[0]  # capabilities 0-31
+    caps.effective &= ~(1 << _CAP_SYS_ADMIN)
+    caps.permitted &= ~(1 << _CAP_SYS_ADMIN)
+    caps.inheritable &= ~(1 << _CAP_SYS_ADMIN)
     _check(_libc.capset(header, data), "capset")
 
 
 def _set_up_child(request: Request, fds: list[int], peer: int) -> None:
     """In the forked child: the client's session, namespace, folder and stdio."""
     os.setsid()
-    if _enter(peer, "user", _CLONE_NEWUSER) | _enter(peer, "mnt", _CLONE_NEWNS) and \
-            os.geteuid() == 0:
+    moved = _enter(peer, "user", _CLONE_NEWUSER) | _enter(peer, "mnt", _CLONE_NEWNS)
+    if moved and os.geteuid() == 0:
         _drop_sys_admin()
     os.chdir(request.cwd)
     for target, fd in enumerate(fds):
