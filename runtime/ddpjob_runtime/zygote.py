@@ -7,8 +7,8 @@ modules — never user code — and stays single-threaded: nothing runs a torch 
 initialised, OpenBLAS gets one thread. For each client (`ddpjob_runtime.forkrun`) it forks a
 child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
 stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
-host's own `/opt/ml`, entered with `setns`; CAP_SYS_ADMIN is then dropped as the host's
-sandbox drops it), dying with the template. The template sends the client `R<pid>` once the
+host's own `/opt/ml`, entered with `setns`; capabilities are then dropped as the host's
+sandbox drops them), dying with the template. The template sends the client `R<pid>` once the
 child is set up (`F<reason>` when it could not be) and `X<wait status>` when it exits; when the
 client goes away first, the child's process group is killed.
 
@@ -120,16 +120,19 @@ def _enter(pid: int, kind: str, flag: int) -> bool:
     return True
 
 
-def _drop_sys_admin() -> None:
-    """Neither this process nor what it executes may unmount what protects the other hosts."""
-    _check(_libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0), "drop CAP_SYS_ADMIN")
+def _drop_capabilities(root: bool) -> None:
+    """What the host's sandbox leaves a host's command after its exec: root keeps all but
+    CAP_SYS_ADMIN (gone from the bounding set too), any other user (in a user namespace of
+    its own, where joining gave it every capability) none. So no forked process can unmount
+    or remount what protects the other hosts."""
     header = (ctypes.c_uint32 * 2)(_CAPS_V3, 0)
-    data = (_Caps * 2)()
-    _check(_libc.capget(header, data), "capget")
-    caps = data[0]  # capabilities 0-31
-    caps.effective &= ~(1 << _CAP_SYS_ADMIN)
-    caps.permitted &= ~(1 << _CAP_SYS_ADMIN)
-    caps.inheritable &= ~(1 << _CAP_SYS_ADMIN)
+    data = (_Caps * 2)()  # capabilities 0-31, then 32-63
+    if root:
+        _check(_libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0), "drop CAP_SYS_ADMIN")
+        _check(_libc.capget(header, data), "capget")
+        kept = ~(1 << _CAP_SYS_ADMIN)
+        data[0].effective, data[0].permitted = data[0].effective & kept, data[0].permitted & kept
+        data[0].inheritable &= kept
     _check(_libc.capset(header, data), "capset")
 
 
@@ -137,8 +140,8 @@ def _set_up_child(request: Request, fds: list[int], peer: int) -> None:
     """In the forked child: the client's session, namespace, folder and stdio."""
     os.setsid()
     moved = _enter(peer, "user", _CLONE_NEWUSER) | _enter(peer, "mnt", _CLONE_NEWNS)
-    if moved and os.geteuid() == 0:
-        _drop_sys_admin()
+    if moved:
+        _drop_capabilities(root=os.geteuid() == 0)
     os.chdir(request.cwd)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
