@@ -296,3 +296,7 @@ def main() -> None:
     """Console entry point `ddpjob-train`."""
     _setup_logging()
     sys.exit(train())
+
+
+if __name__ == "__main__":  # as a host forked from the job's template (`forkrun`)
+    main()

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 WORKER_MODULE = "ddpjob_runtime.worker"
 AGENT_MODULE = "ddpjob_runtime.agent"  # torchrun, bound to the rendezvous address
+FORKRUN_MODULE = "ddpjob_runtime.forkrun"  # forks a module from the job's template, if any
 KILL_GRACE_S = 5.0
 _POLL_S = 0.2
 _TORCHRUN_FLAGS = (contract.TORCH_DISTRIBUTED, contract.PYTORCH_DDP, contract.SMDDP)
@@ -78,9 +79,16 @@ def max_restarts(hyperparameters: Mapping[str, Any]) -> int:
     return value
 
 
+def _module(name: str) -> list[str]:
+    """`-m name`, or `-m forkrun name` where the job has a template process to fork it from."""
+    if os.environ.get(contract.ENV_ZYGOTE):
+        return ["-m", FORKRUN_MODULE, name]
+    return ["-m", name]
+
+
 def worker_command(entry: str, args: Sequence[str]) -> list[str]:
     """The wrapper each worker runs (module form so that launchers pass it through)."""
-    return ["-m", WORKER_MODULE, entry, *args]
+    return [*_module(WORKER_MODULE), entry, *args]
 
 
 def torchrun_command(
@@ -97,8 +105,7 @@ def torchrun_command(
     """torchrun (through `ddpjob_runtime.agent`) with a static rendezvous on the first host."""
     return [
         sys.executable,
-        "-m",
-        AGENT_MODULE,
+        *_module(AGENT_MODULE),
         f"--nnodes={nnodes}",
         f"--node_rank={node_rank}",
         f"--nproc_per_node={nproc}",

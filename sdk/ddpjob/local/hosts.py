@@ -20,12 +20,15 @@ from typing import Any
 from ddpjob_runtime import contract, processes
 
 from ddpjob.local import failure_cause, gpus, hostkind, hostroot, proctree, sandbox, staging
+from ddpjob.local.templates import Template
+from ddpjob.local.templates import enabled as templates_enabled
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
 # The runtime gives its workers 5 s after a SIGTERM; then we SIGKILL whatever is left.
 STOP_GRACE_S = 10.0
 HOSTS_FILE = "etc-hosts"  # under the job folder: every host's /etc/hosts
+BOOTSTRAP_MODULE = "ddpjob_runtime.bootstrap"  # what `ddpjob-train` runs
 
 
 def free_port() -> int:
@@ -68,6 +71,7 @@ class Hosts:
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
+        self.template = Template(job_dir, job_dir / "logs" / "template.log")
 
     def _env(self, root: Path, gpu_ids: list[str]) -> dict[str, str]:
         env = dict(os.environ)
@@ -77,6 +81,9 @@ class Hosts:
             env[contract.ENV_ROOT] = str(root)
         env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)  # "" for `local`: CPU and gloo
+        env.pop(contract.ENV_ZYGOTE, None)
+        if self.template.name:  # agents and workers are forked from the job's template
+            env[contract.ENV_ZYGOTE] = self.template.name
         return env
 
     def _check_isolation(self) -> None:
@@ -129,6 +136,10 @@ class Hosts:
         if own:
             hosts_file.write_text(
                 sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
+        if templates_enabled() and hostkind.host_command(self.request, self.job_dir,
+                                                         self.names[0]) is None:
+            self.template.start()  # ddpjob's runtime: hosts, agents and workers forked from it
+            command = self.template.command(BOOTSTRAP_MODULE)
         for host, gpu_ids in zip(self.names, slices, strict=True):
             host_staged = (staged or {}).get(host)
             mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged
@@ -192,6 +203,7 @@ class Hosts:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        self.template.stop()
         proctree.end_descendants(grace_s=2.0)
         for host in self.names:  # what a killed host could not remove itself
             shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)

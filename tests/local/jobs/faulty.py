@@ -1,7 +1,9 @@
 """Every rank joins; `--victim` then fails as `--how` says while the others wait in collectives.
 
 --how exit: os._exit(3); sigkill: SIGKILL itself; agent: SIGKILL its torchrun agent;
-host: SIGKILL its host's ddpjob-train (the agent's parent). Without a victim: a clean run.
+host: SIGKILL its host's ddpjob-train (the agent's launcher). Without a victim: a clean run.
+A process forked from the job's template has the template as its parent: its launcher is the
+parent of the client that stands for it (`DDPJOB_FORKRUN_CLIENT`).
 """
 
 import argparse
@@ -18,12 +20,21 @@ parser.add_argument("--victim", type=int, default=-1)
 parser.add_argument("--how", default="exit")
 parser.add_argument("--steps", type=int, default=3)
 args = parser.parse_args()
+
+
+def launcher_of(pid: int) -> int:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
+    env = dict(e.split("=", 1) for e in environ if "=" in e)
+    stat = Path(f"/proc/{env.get('DDPJOB_FORKRUN_CLIENT', pid)}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
 dist.init_process_group()
 dist.barrier()
 Path(os.environ["SM_OUTPUT_DATA_DIR"], f"joined-{dist.get_rank()}").touch()
 if dist.get_rank() == args.victim:
     time.sleep(1.0)
-    agent = os.getppid()
+    agent = launcher_of(os.getpid())
     if args.how == "exit":
         os._exit(3)
     elif args.how == "sigkill":
@@ -31,8 +42,7 @@ if dist.get_rank() == args.victim:
     elif args.how == "agent":
         os.kill(agent, signal.SIGKILL)
     elif args.how == "host":
-        stat = Path(f"/proc/{agent}/stat").read_text()
-        os.kill(int(stat[stat.rindex(")") + 2 :].split()[1]), signal.SIGKILL)
+        os.kill(launcher_of(agent), signal.SIGKILL)
     time.sleep(60)
 for _ in range(args.steps if args.victim < 0 else 600):
     dist.all_reduce(torch.ones(1))

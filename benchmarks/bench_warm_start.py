@@ -1,0 +1,89 @@
+"""How fast a local job starts when its processes are forked from the job's template.
+
+1. The edit-run loop: a new estimator on an edited no-op DDP script, `fit()` (1 host x 2
+   workers), against bare `torchrun --standalone --nproc_per_node=2` of the same script; the two
+   alternate (which goes first swaps every repetition). Goal: ratio <= 0.3 (needs warm pools,
+   which local jobs do not have yet: today every `fit()` starts its template cold).
+2. No-op `fit()` wall time for 1, 2, 4, 8 hosts x 2 workers, with templates (the default) and
+   without (`DDPJOB_PRELOAD=0`, every agent and worker imports torch itself), alternating.
+   Goal: 8 hosts <= 1.5x 1 host, with templates.
+
+    python benchmarks/bench_warm_start.py [--reps 3] [--hosts 1 2 4 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from bench_fit_overhead import NOOP, run_fit, run_torchrun_standalone
+from ddpjob import LocalSession
+
+SWITCH = "DDPJOB_PRELOAD"  # ddpjob.local.templates.SWITCH_ENV, read by the supervisor
+
+
+def _fit(session: LocalSession, source: Path, hosts: int, preload: bool, edit: int = 0) -> float:
+    if edit:  # the user edited the script since the last run
+        (source / "noop.py").write_text(f"{NOOP}# edit {edit}\n")
+    os.environ[SWITCH] = "1" if preload else "0"
+    return run_fit(session, source, hosts=hosts, workers=2)
+
+
+def edit_run_loop(session: LocalSession, source: Path, reps: int) -> None:
+    _fit(session, source, 1, True), run_torchrun_standalone(source / "noop.py", workers=2)
+    times: dict[str, list[float]] = {"fit": [], "torchrun": []}
+    for rep in range(reps):
+        order = [("fit", lambda rep=rep: _fit(session, source, 1, True, edit=rep + 1)),
+                 ("torchrun", lambda: run_torchrun_standalone(source / "noop.py", workers=2))]
+        for label, run in order if rep % 2 == 0 else order[::-1]:
+            times[label].append(run())
+    fit, bare = statistics.median(times["fit"]), statistics.median(times["torchrun"])
+    print(f"edit-run loop, 1 host x 2 workers: fit() median {fit:.2f} s, torchrun --standalone "
+          f"median {bare:.2f} s, ratio {fit / bare:.2f} (goal <= 0.3: "
+          f"{'met' if fit / bare <= 0.3 else 'NOT met'})")
+    print(f"    fit() runs:    {', '.join(f'{t:.2f}' for t in times['fit'])}")
+    print(f"    torchrun runs: {', '.join(f'{t:.2f}' for t in times['torchrun'])}")
+
+
+def host_scaling(session: LocalSession, source: Path, hosts: list[int], reps: int) -> None:
+    medians: dict[tuple[int, bool], float] = {}
+    for count in hosts:
+        runs: dict[bool, list[float]] = {True: [], False: []}
+        for rep in range(reps):
+            for preload in (True, False) if rep % 2 == 0 else (False, True):
+                runs[preload].append(_fit(session, source, count, preload))
+        for preload, times in runs.items():
+            medians[count, preload] = statistics.median(times)
+        print(f"{count} host(s) x 2 workers: templates {medians[count, True]:.2f} s "
+              f"({', '.join(f'{t:.2f}' for t in runs[True])}), without "
+              f"{medians[count, False]:.2f} s ({', '.join(f'{t:.2f}' for t in runs[False])})")
+    first, last = hosts[0], hosts[-1]
+    for preload, label in ((True, "templates"), (False, "without")):
+        ratio = medians[last, preload] / medians[first, preload]
+        goal = f" (goal <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'})" if preload else ""
+        print(f"{label}: {last} hosts / {first} host = {ratio:.2f}{goal}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--hosts", type=int, nargs="+", default=[1, 2, 4, 8])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="ddpjob-bench-") as tmp:
+        source = Path(tmp, "src")
+        source.mkdir()
+        (source / "noop.py").write_text(NOOP)
+        session = LocalSession(Path(tmp, "home"))
+        os.environ.setdefault("OMP_NUM_THREADS", "1")  # as torchrun sets it for >1 worker
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the start, "
+              f"{args.reps} repetitions each, no-op DDP script")
+        edit_run_loop(session, source, args.reps)
+        host_scaling(session, source, args.hosts, args.reps)
+        print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()

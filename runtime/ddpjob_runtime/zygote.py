@@ -1,0 +1,328 @@
+"""The template process of a local job: torch and the runtime imported once, processes forked.
+
+`python -m ddpjob_runtime.zygote FD FOLDER` serves the listening unix socket `FD` (inherited
+from the supervisor, which made it before any host started; FOLDER, the job's, only names it
+in `ps`, for it and the processes forked from it). It imports torch and the runtime's own
+modules — never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
+initialised, OpenBLAS gets one thread. For each client (`ddpjob_runtime.forkrun`) it forks a
+child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
+stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
+host's own `/opt/ml`, entered with `setns`; capabilities are then dropped as the host's
+sandbox drops them), dying with the template. The template sends the client `R<pid>` once the
+child is set up (`F<reason>` when it could not be) and `X<wait status>` when it exits; when the
+client goes away first, the child's process group is killed.
+
+The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
+and exits. Children share the template's imported modules (that is the point), its hash seed
+and OpenBLAS's single thread; everything else is the client's.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import importlib
+import json
+import logging
+import os
+import runpy
+import selectors
+import signal
+import socket
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+
+from ddpjob_runtime import contract
+
+log = logging.getLogger("ddpjob_runtime.zygote")
+
+# What the bootstrap, agents and workers import (not their own modules: those run as
+# `__main__`).
+PRELOADED = ("torch", "torch.distributed", "torch.nn.parallel", "ddpjob_runtime.environment",
+             "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
+             "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint",
+             "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",
+             "ddpjob_runtime.dataparallel.torch.distributed",
+             "ddpjob_runtime.dataparallel.torch.parallel.distributed")
+_MAX_REQUEST = 1 << 20
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_PR_CAPBSET_DROP, _CAP_SYS_ADMIN = 24, 21
+_CAPS_V3 = 0x20080522
+_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass
+class Request:
+    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+class _MMMap(ctypes.Structure):  # struct prctl_mm_map
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "start_code", "end_code", "start_data", "end_data", "start_brk", "brk", "start_stack",
+        "arg_start", "arg_end", "env_start", "env_end", "auxv")] + [
+        ("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_int32)]
+
+
+_shown: list[ctypes.Array] = []  # the buffers /proc/self/{cmdline,environ} now show
+
+
+def _show(argv: list[str], env: dict[str, str]) -> None:
+    """Make /proc/self/cmdline and /proc/self/environ (`ps`, tools) show this process's own
+    command and environment, not the template's (PR_SET_MM_MAP; best effort)."""
+    with open("/proc/self/stat") as file:
+        stat = file.read()
+    fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is the 3rd field, the state
+    cmdline = ctypes.create_string_buffer(b"\0".join(os.fsencode(a) for a in argv) + b"\0")
+    environ = ctypes.create_string_buffer(
+        b"".join(os.fsencode(f"{k}={v}") + b"\0" for k, v in env.items()) + b"\0")
+    _shown[:] = [cmdline, environ]
+    number = {name: int(fields[i - 3]) for name, i in (
+        ("start_code", 26), ("end_code", 27), ("start_stack", 28), ("start_data", 45),
+        ("end_data", 46), ("start_brk", 47))}
+    mm = _MMMap(**number, exe_fd=-1)
+    _libc.sbrk.restype = ctypes.c_void_p
+    mm.brk = _libc.sbrk(0) or mm.start_brk
+    mm.arg_start = ctypes.addressof(cmdline)
+    mm.arg_end = mm.arg_start + len(cmdline.raw) - 1
+    mm.env_start = ctypes.addressof(environ)
+    mm.env_end = mm.env_start + len(environ.raw) - 1
+    _libc.prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0)
+
+
+class _Caps(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _enter(pid: int, kind: str, flag: int) -> bool:
+    """Join the `kind` namespace of process `pid` if it is not ours; whether we moved."""
+    theirs = f"/proc/{pid}/ns/{kind}"
+    if os.stat(theirs).st_ino == os.stat(f"/proc/self/ns/{kind}").st_ino:
+        return False
+    fd = os.open(theirs, os.O_RDONLY)
+    try:
+        _check(_libc.setns(fd, flag), f"setns {kind}")
+    finally:
+        os.close(fd)
+    return True
+
+
+def _drop_capabilities(root: bool) -> None:
+    """What the host's sandbox leaves a host's command after its exec: root keeps all but
+    CAP_SYS_ADMIN (gone from the bounding set too), any other user (in a user namespace of
+    its own, where joining gave it every capability) none. So no forked process can unmount
+    or remount what protects the other hosts."""
+    header = (ctypes.c_uint32 * 2)(_CAPS_V3, 0)
+    data = (_Caps * 2)()  # capabilities 0-31, then 32-63
+    if root:
+        _check(_libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0), "drop CAP_SYS_ADMIN")
+        _check(_libc.capget(header, data), "capget")
+        kept = ~(1 << _CAP_SYS_ADMIN)
+        data[0].effective, data[0].permitted = data[0].effective & kept, data[0].permitted & kept
+        data[0].inheritable &= kept
+    _check(_libc.capset(header, data), "capset")
+
+
+def _set_up_child(request: Request, fds: list[int], peer: int) -> None:
+    """In the forked child: the client's session, namespace, folder and stdio."""
+    os.setsid()
+    moved = _enter(peer, "user", _CLONE_NEWUSER) | _enter(peer, "mnt", _CLONE_NEWNS)
+    if moved:
+        _drop_capabilities(root=os.geteuid() == 0)
+    os.chdir(request.cwd)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+
+
+def _become(request: Request, base_path: list[str]) -> None:
+    """Run the request's module as `__main__` with its environment and argv (in the child)."""
+    os.environ.clear()
+    os.environ.update(request.env)
+    tempfile.tempdir = None  # found again from the request's TMPDIR
+    extra = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [request.cwd, *extra, *base_path]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:  # fresh entropy, as a fresh interpreter would have
+        numpy.random.seed()
+    sys.argv = [request.argv[0], *request.argv[1:]]
+    _show([sys.executable, "-m", *request.argv], request.env)
+    runpy.run_module(request.argv[0], run_name="__main__", alter_sys=True)
+
+
+class Template:
+    """The serving loop: one fork per request, exit statuses back to the clients."""
+
+    def __init__(self, listener: socket.socket):
+        self.listener = listener
+        self.selector = selectors.DefaultSelector()
+        self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
+
+    def serve(self) -> Request:
+        """Serve until SIGTERM (then exit); returns only in a forked child, its request."""
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        while True:
+            for key, _ in self.selector.select():
+                if key.fileobj is self.listener:
+                    self._accept()
+                    continue
+                kind, value = key.data
+                request = (self._read_request(key.fileobj) if kind == "new" else
+                           self._client_gone(value) if kind == "client" else self._exited(value))
+                if request is not None:
+                    return request
+
+    def _accept(self) -> None:
+        conn, _ = self.listener.accept()
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        pid, uid = int.from_bytes(creds[:4], "little"), int.from_bytes(creds[4:8], "little")
+        if uid not in (os.getuid(), 0):
+            log.warning("refused a client of uid %d", uid)
+            conn.close()
+            return
+        self.selector.register(conn, selectors.EVENT_READ, ("new", pid))
+
+    def _read_request(self, conn: socket.socket) -> Request | None:
+        peer = self.selector.get_key(conn).data[1]
+        self.selector.unregister(conn)
+        try:
+            message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            request = Request(**json.loads(message))
+        except (OSError, ValueError, TypeError) as exc:
+            log.warning("a bad request from pid %d: %s", peer, exc)
+            conn.close()
+            return None
+        return self._fork(conn, request, fds, peer)
+
+    def _fork(self, conn: socket.socket, request: Request, fds: list[int],
+              peer: int) -> Request | None:
+        threads = len(os.listdir("/proc/self/task"))
+        pid = os.fork() if threads == 1 and len(fds) == 3 else -1
+        if pid == 0:
+            return self._child(conn, request, fds, peer)
+        for fd in fds:
+            os.close(fd)
+        if pid == -1:
+            with contextlib.suppress(OSError):
+                conn.send(f"Fthe template has {threads} threads: not forking".encode())
+            conn.close()
+            return None
+        pidfd = os.pidfd_open(pid)
+        self.children[pid] = (conn, pidfd)
+        self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
+        self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
+        return None
+
+    def _child(self, conn: socket.socket, request: Request, fds: list[int],
+               peer: int) -> Request:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no child outlives the template
+        if os.getppid() == 1:
+            os._exit(128 + signal.SIGKILL)
+        try:
+            _set_up_child(request, fds, peer)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                conn.send(f"Fthe template could not set the process up: {exc}".encode())
+            os._exit(125)
+        conn.send(f"R{os.getpid()}".encode())
+        request.env[contract.ENV_FORKRUN_CLIENT] = str(peer)
+        for sock in [conn, self.listener, *(c for c, _ in self.children.values())]:
+            sock.close()
+        self.selector.close()
+        for fd in (int(name) for name in os.listdir("/proc/self/fd")):
+            if fd > 2:  # the children's pidfds, anything torch's import opened
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        return request
+
+    def _client_gone(self, pid: int) -> None:
+        """The client closed its end before the child exited: the child goes too."""
+        conn, _ = self.children[pid]
+        self.selector.unregister(conn)
+        conn.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+    def _exited(self, pid: int) -> None:
+        conn, pidfd = self.children.pop(pid)
+        _, status = os.waitpid(pid, 0)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        if conn.fileno() != -1:
+            with contextlib.suppress(OSError):
+                conn.send(f"X{status}".encode())
+            self.selector.unregister(conn)
+            conn.close()
+
+    def stop(self, _signum: int = 0, _frame: object = None) -> None:
+        """Kill every child's process group and exit."""
+        for pid in self.children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        os._exit(0)
+
+
+def preload() -> None:
+    """Import what every agent and worker imports, single-threaded (OpenBLAS: one thread)."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    for name in PRELOADED:
+        importlib.import_module(name)
+
+
+def main(argv: list[str]) -> None:
+    """`python -m ddpjob_runtime.zygote FD FOLDER`: serve the listening socket FD."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    listener = socket.socket(fileno=int(argv[0]))
+    template = Template(listener)
+    signal.signal(signal.SIGTERM, template.stop)
+    pythonpath = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    base_path = [p for p in sys.path[1:] if p not in pythonpath]
+    preload()
+    request = template.serve()
+    logging.root.handlers.clear()
+    _exit(_run(request, base_path))
+
+
+def _run(request: Request, base_path: list[str]) -> int:
+    """Run the request in this forked child; the exit code Python's own exit would have."""
+    try:
+        _become(request, base_path)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return (exc.code or 0) & 0xFF
+        sys.stderr.write(f"{exc.code}\n")
+        return 1
+    except BaseException:  # noqa: B036 - as the interpreter would report it
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _exit(code: int) -> None:
+    """Exit as the interpreter would, but without tearing down the preloaded modules (slow,
+    and nothing of theirs is left to save): atexit handlers, flushed streams, then `_exit`."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,175 @@
+"""The job's template process (`ddpjob_runtime.zygote`) and its client (`forkrun`): real
+templates, real forks, real signals; a forked process must look, exit and die like one that
+was started on its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ddpjob.local import sandbox
+from ddpjob.local.templates import Template
+
+from tests.local.conftest import assert_no_processes, processes_under, wait_for
+
+ROOT = Path(__file__).parents[2]
+PYTHONPATH = os.pathsep.join([str(ROOT / "sdk"), str(ROOT / "runtime"), str(ROOT)])
+
+
+@pytest.fixture
+def template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Template]:
+    """A started template whose environment has a variable no client has; stopped after."""
+    monkeypatch.setenv("ONLY_IN_THE_TEMPLATE", "1")
+    monkeypatch.setenv("PYTHONPATH", PYTHONPATH)
+    started = Template(tmp_path, tmp_path / "template.log")
+    started.start()
+    yield started
+    started.stop()
+    assert_no_processes(tmp_path)
+
+
+def _module(tmp_path: Path, name: str, source: str) -> Path:
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / f"{name}.py").write_text(textwrap.dedent(source))
+    return code
+
+
+def _client(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "ddpjob_runtime.forkrun", *argv]
+
+
+def _env(template: Template | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ONLY_IN_THE_TEMPLATE"}
+    env.update({"PYTHONPATH": PYTHONPATH, **extra})
+    env.pop("DDPJOB_ZYGOTE", None)
+    if template is not None:
+        env["DDPJOB_ZYGOTE"] = template.name
+    return env
+
+
+PROBE = """\
+    import json, os, sys
+    parent = open(f"/proc/{os.getppid()}/cmdline").read().split("\\0")
+    print(json.dumps({
+        "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0],
+        "mine": os.environ.get("MINE"), "template": os.environ.get("ONLY_IN_THE_TEMPLATE"),
+        "left": os.environ.get("LEFT_BY_THE_LAST"), "leftover": "leftover" in sys.modules,
+        "torch": "torch" in sys.modules, "parent": parent,
+        "cmdline": open("/proc/self/cmdline").read().split("\\0")[:-1],
+        "stdin": sys.stdin.read(),
+    }))
+    os.environ["LEFT_BY_THE_LAST"] = "1"
+    sys.modules["leftover"] = sys
+"""
+
+
+def _probe(template: Template | None, code: Path) -> dict:
+    done = subprocess.run(_client("probe", "a b", "c"), cwd=code,
+                          env=_env(template, MINE="x"), input="from the client's stdin",
+                          capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_a_forked_process_is_the_clients_own_and_sees_nothing_of_the_last(
+    template: Template, tmp_path: Path
+) -> None:
+    code = _module(tmp_path, "probe", PROBE)
+    for _ in range(2):  # the second sees nothing the first left in its process
+        seen = _probe(template, code)
+        assert seen["argv"] == [str(code / "probe.py"), "a b", "c"]
+        assert seen["cwd"] == seen["path0"] == str(code)
+        assert (seen["mine"], seen["template"], seen["left"]) == ("x", None, None)
+        assert seen["stdin"] == "from the client's stdin"
+        assert not seen["leftover"] and seen["torch"]  # torch came with the template
+        assert "ddpjob_runtime.zygote" in seen["parent"]  # forked, not started
+        assert seen["cmdline"] == [sys.executable, "-m", "probe", "a b", "c"]
+
+
+def test_without_a_template_the_client_runs_the_module_itself(tmp_path: Path) -> None:
+    code = _module(tmp_path, "probe", PROBE)
+    seen = _probe(None, code)
+    assert seen["argv"] == [str(code / "probe.py"), "a b", "c"]
+    assert "ddpjob_runtime.zygote" not in seen["parent"] and not seen["torch"]
+
+
+@pytest.mark.parametrize(("source", "code"), [
+    ("raise SystemExit(7)", 7),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL),
+    ("raise ValueError('boom')", 1),
+])  # fmt: skip
+def test_the_client_exits_as_its_process_did(
+    template: Template, tmp_path: Path, source: str, code: int
+) -> None:
+    folder = _module(tmp_path, "ends", source)
+    done = subprocess.run(_client("ends"), cwd=folder, env=_env(template),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == code, done.stderr
+    assert ("ValueError: boom" in done.stderr) == (code == 1)
+
+
+SLEEPER = """\
+    import os, signal, sys, time
+    from pathlib import Path
+    if sys.argv[1] == "handle":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(5))
+    Path(sys.argv[2]).write_text(str(os.getpid()))
+    time.sleep(600)
+"""
+
+
+def _sleeping(template: Template, tmp_path: Path, how: str) -> tuple[subprocess.Popen, int]:
+    code = _module(tmp_path, "sleeper", SLEEPER)
+    pid_file = tmp_path / "pid"
+    client = subprocess.Popen(_client("sleeper", how, str(pid_file)), cwd=code,
+                              env=_env(template))
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 120, "the pid"))
+    return client, pid
+
+
+def test_a_signal_to_the_client_reaches_its_process(template: Template, tmp_path: Path) -> None:
+    client, _ = _sleeping(template, tmp_path, "handle")
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(timeout=120) == 5
+
+
+def test_a_killed_client_takes_its_process_along(template: Template, tmp_path: Path) -> None:
+    client, pid = _sleeping(template, tmp_path, "sleep")
+    client.kill()
+    client.wait(timeout=120)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 60, "the forked process to end")
+
+
+def test_a_stopped_template_leaves_no_process(template: Template, tmp_path: Path) -> None:
+    client, pid = _sleeping(template, tmp_path, "sleep")
+    assert pid in processes_under(tmp_path)
+    template.stop()
+    assert client.wait(timeout=120) == 128 + signal.SIGKILL
+    assert_no_processes(tmp_path)
+
+
+@pytest.mark.skipif(sandbox.available() is not None, reason="no mount namespaces here")
+def test_a_forked_process_runs_in_its_clients_mount_namespace(
+    template: Template, tmp_path: Path
+) -> None:
+    root, hosts_file = tmp_path / "root", tmp_path / "hosts"
+    root.mkdir()
+    (root / "marker").write_text("this host's /opt/ml")
+    hosts_file.write_text("127.0.0.1 localhost\n")
+    code = _module(tmp_path, "inside", """\
+        import os
+        caps = [l for l in open("/proc/self/status") if l.startswith("CapEff")][0]
+        print(open("/opt/ml/marker").read(), int(caps.split()[1], 16) >> 21 & 1, os.getcwd())
+    """)  # fmt: skip
+    command = sandbox.wrap(_client("inside"), root=root, read_only=[], hosts_file=hosts_file)
+    env = _env(template, PYTHONPATH=os.pathsep.join([PYTHONPATH, str(code)]))
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.split() == ["this", "host's", "/opt/ml", "0", "/opt/ml"]
