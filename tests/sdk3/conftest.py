@@ -25,6 +25,9 @@ TORCH = "torch==2.13.0"  # the CPU build on this machine's disk, as in .ci/run
 EXTRAS = ("ipykernel>=6.29", "nbclient>=0.10", "nbformat>=5.10", "matplotlib>=3.7")
 BEFORE, AFTER = "freeze-before-ddpjob.txt", "freeze-after-ddpjob.txt"
 CHECK_BEFORE, CHECK_AFTER = "check-before-ddpjob.txt", "check-after-ddpjob.txt"
+#: The first test to ask for the venv builds it (about 2-4 minutes on 2 cores, some hundred MB
+#: from the package registry): its time limit allows for that, beyond the suite's 300 s.
+BUILD_TIMEOUT_S = 1500
 
 
 def _pip(python: Path, *args: str) -> str:
@@ -58,6 +61,13 @@ def sdk3_venv() -> Path:
         if not (VENV / CHECK_AFTER).exists():
             _build(VENV)
     return VENV
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that use the v3 venv get the time to build it (see BUILD_TIMEOUT_S)."""
+    for item in items:
+        if "sdk3_python" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(BUILD_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")
