@@ -46,14 +46,8 @@ def _write(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=1))
 
 
-def config_files(
-    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
-    staged: dict[str, Any] | None = None, own_namespace: bool = False,
-) -> dict[str, Any]:
-    """`{file name under input/config: content}` for `host`; `staged` is what the platform
-    staged for the whole job (added to platform.json; its `channels` replace the URIs: a
-    channel it leaves out is in place already). A host in its `own_namespace` resolves the
-    host names itself (its `/etc/hosts`), as on SageMaker; others get their addresses."""
+def sagemaker_files(request: dict[str, Any], host: str) -> dict[str, Any]:
+    """`{file name under input/config: content}` that SageMaker itself writes for `host`."""
     hosts = host_names(request)
     kind = request["ResourceConfig"]["InstanceType"]
     channels = request.get("InputDataConfig") or []
@@ -87,9 +81,23 @@ def config_files(
             "LocalPath": checkpoint.get("LocalPath") or "/opt/ml/checkpoints",
             "S3Uri": checkpoint["S3Uri"],
         }
+    return files
+
+
+def config_files(
+    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
+    staged: dict[str, Any] | None = None, own_namespace: bool = False,
+) -> dict[str, Any]:
+    """SageMaker's files for `host` and ddpjob's platform.json; `staged` is what the platform
+    staged for the whole job (added to platform.json; its `channels` replace the URIs: a
+    channel it leaves out is in place already). A host in its `own_namespace` resolves the
+    host names itself (its `/etc/hosts`), as on SageMaker; others get their addresses."""
+    files = sagemaker_files(request, host)
+    channels = request.get("InputDataConfig") or []
+    checkpoint = request.get("CheckpointConfig")
     platform = PlatformConfig(
         job_name=request["TrainingJobName"], master_port=master_port,
-        host_addresses={} if own_namespace else dict.fromkeys(hosts, LOOPBACK),
+        host_addresses={} if own_namespace else dict.fromkeys(host_names(request), LOOPBACK),
         channels={c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
                   for c in channels},
         output_path=request["OutputDataConfig"]["S3OutputPath"],

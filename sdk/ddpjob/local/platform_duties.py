@@ -32,13 +32,11 @@ log = logging.getLogger(__name__)
 SUBMIT_DIR = contract.SUBMIT_DIRECTORY
 
 
-def config_files(request: dict[str, Any], host: str, job_dir: Path,
-                 own_namespace: bool) -> dict[str, Any]:
+def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dict[str, Any]:
     """`{file under input/config: content}` as SageMaker writes them for `host`, a file:// code
     URI made a path (the toolkit reads paths). Host names are `algo-N` in the host's own
     namespace (its `/etc/hosts` resolves them), else their loopback addresses."""
-    files = hostroot.config_files(request, host, 0, job_dir)
-    del files[contract.PLATFORM_FILE]  # ddpjob's own runtime is not there
+    files = hostroot.sagemaker_files(request, host)  # no platform.json: no ddpjob runtime
     if not own_namespace:
         addresses = hostroot.loopback_addresses(request)
         resources = files[contract.RESOURCE_CONFIG_FILE]

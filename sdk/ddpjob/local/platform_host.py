@@ -92,7 +92,7 @@ class PlatformHost:
         """Everything SageMaker does before the program starts."""
         phases.write_phase(self.status_file, "Downloading")
         platform_duties.write_config(self.root, platform_duties.config_files(
-            self.request, self.host, self.job_dir, self.own_namespace))
+            self.request, self.host, self.own_namespace))
         for folder in (contract.CODE_DIR, contract.MODEL_DIR, f"{contract.OUTPUT_DIR}/data"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
         platform_duties.stage_channels(self.request, self.root)
