@@ -7,10 +7,10 @@ modules — never user code — and stays single-threaded: nothing runs a torch 
 initialised, OpenBLAS gets one thread. For each client (`ddpjob_runtime.forkrun`) it forks a
 child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
 stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
-host's own `/opt/ml`, entered with `setns`; capabilities are then dropped as the host's
-sandbox drops them), dying with the template. The template sends the client `R<pid>` once the
-child is set up (`F<reason>` when it could not be) and `X<wait status>` when it exits; when the
-client goes away first, the child's process group is killed.
+host's own `/opt/ml`, entered with `setns`) and with the client's capabilities (what the host's
+sandbox and runtime dropped stays dropped), dying with the template. The template sends the
+client `R<pid>` once the child is set up (`F<reason>` when it could not be) and `X<wait status>`
+when it exits; when the client goes away first, the child's process group is killed.
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
 and exits. Children share the template's imported modules (that is the point), its hash seed
@@ -34,6 +34,7 @@ import sys
 import tempfile
 import traceback
 from dataclasses import dataclass
+from errno import EINVAL
 
 from ddpjob_runtime import contract
 
@@ -49,7 +50,7 @@ PRELOADED = ("torch", "torch.distributed", "torch.nn.parallel", "ddpjob_runtime.
              "ddpjob_runtime.dataparallel.torch.parallel.distributed")
 _MAX_REQUEST = 1 << 20
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-_PR_CAPBSET_DROP, _CAP_SYS_ADMIN = 24, 21
+_PR_CAPBSET_DROP = 24
 _CAPS_V3 = 0x20080522
 _PR_SET_MM, _PR_SET_MM_MAP = 35, 14
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -107,41 +108,47 @@ def _check(result: int, what: str) -> None:
         raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
 
 
-def _enter(pid: int, kind: str, flag: int) -> bool:
-    """Join the `kind` namespace of process `pid` if it is not ours; whether we moved."""
+def _enter(pid: int, kind: str, flag: int) -> None:
+    """Join the `kind` namespace of process `pid` if it is not ours."""
     theirs = f"/proc/{pid}/ns/{kind}"
     if os.stat(theirs).st_ino == os.stat(f"/proc/self/ns/{kind}").st_ino:
-        return False
+        return
     fd = os.open(theirs, os.O_RDONLY)
     try:
         _check(_libc.setns(fd, flag), f"setns {kind}")
     finally:
         os.close(fd)
-    return True
 
 
-def _drop_capabilities(root: bool) -> None:
-    """What the host's sandbox leaves a host's command after its exec: root keeps all but
-    CAP_SYS_ADMIN (gone from the bounding set too), any other user (in a user namespace of
-    its own, where joining gave it every capability) none. So no forked process can unmount
-    or remount what protects the other hosts."""
+def _client_capabilities(peer: int) -> dict[str, int]:
+    """The client's capability sets (`CapInh`, `CapPrm`, `CapEff`, `CapBnd`) as bit masks."""
+    with open(f"/proc/{peer}/status") as status:
+        fields = dict(line.split(":", 1) for line in status if line.startswith("Cap"))
+    return {name: int(value, 16) for name, value in fields.items()}
+
+
+def _take_capabilities(peer: int) -> None:
+    """Hold exactly what the client holds, as if the client had been exec'ed into this: the
+    host's sandbox took CAP_SYS_ADMIN from it (in a namespace), its runtime CAP_DAC_OVERRIDE
+    (staged channels stay read-only for root without one), a user namespace everything."""
+    caps = _client_capabilities(peer)
+    for cap in (c for c in range(64) if not caps["CapBnd"] >> c & 1):
+        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != EINVAL:
+            _check(-1, f"drop capability {cap}")  # EINVAL: beyond this kernel's capabilities
     header = (ctypes.c_uint32 * 2)(_CAPS_V3, 0)
     data = (_Caps * 2)()  # capabilities 0-31, then 32-63
-    if root:
-        _check(_libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0), "drop CAP_SYS_ADMIN")
-        _check(_libc.capget(header, data), "capget")
-        kept = ~(1 << _CAP_SYS_ADMIN)
-        data[0].effective, data[0].permitted = data[0].effective & kept, data[0].permitted & kept
-        data[0].inheritable &= kept
+    for half in (0, 1):
+        data[half].effective, data[half].permitted, data[half].inheritable = (
+            caps[name] >> (32 * half) & 0xFFFFFFFF for name in ("CapEff", "CapPrm", "CapInh"))
     _check(_libc.capset(header, data), "capset")
 
 
 def _set_up_child(request: Request, fds: list[int], peer: int) -> None:
     """In the forked child: the client's session, namespace, folder and stdio."""
     os.setsid()
-    moved = _enter(peer, "user", _CLONE_NEWUSER) | _enter(peer, "mnt", _CLONE_NEWNS)
-    if moved:
-        _drop_capabilities(root=os.geteuid() == 0)
+    _enter(peer, "user", _CLONE_NEWUSER)
+    _enter(peer, "mnt", _CLONE_NEWNS)
+    _take_capabilities(peer)
     os.chdir(request.cwd)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
