@@ -36,7 +36,7 @@ import traceback
 from dataclasses import dataclass
 from errno import EINVAL
 
-from ddpjob_runtime import contract
+from ddpjob_runtime import contract, processes
 
 log = logging.getLogger("ddpjob_runtime.zygote")
 
@@ -238,9 +238,7 @@ class Template:
                peer: int) -> Request:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: no child outlives the template
-        if os.getppid() == 1:
-            os._exit(128 + signal.SIGKILL)
+        processes.die_with_parent(signal.SIGKILL)  # no child outlives the template
         try:
             _set_up_child(request, fds, peer)
         except OSError as exc:
