@@ -9,21 +9,18 @@ Under real SageMaker there is no platform.json and nothing here runs.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import errno
 import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ddpjob_runtime import fsutil
+from ddpjob_runtime import fsutil, processes
 from ddpjob_runtime.errors import RuntimeContractError
 from ddpjob_runtime.platform_config import ChannelSource
 
 log = logging.getLogger(__name__)
 
-_PR_CAPBSET_DROP = 24
 # Root writes through a file's mode with it; without it a staged 0444 file is read-only for
 # root too (the workers are started after the drop, so they never hold it).
 _CAP_DAC_OVERRIDE = 1
@@ -71,9 +68,10 @@ def _keep_root_out() -> None:
     """Drop CAP_DAC_OVERRIDE from what this host's workers may hold: as root they would
     otherwise write through the staged files' read-only mode into every host's view. Best
     effort: without CAP_SETPCAP the mode alone protects the files (from non-root processes)."""
-    with contextlib.suppress(AttributeError, OSError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE, 0, 0, 0) != 0:
-            log.warning("running as root without CAP_SETPCAP: the staged channels are "
-                        "read-only only for non-root processes (%s)",
-                        os.strerror(ctypes.get_errno()))
+    try:
+        processes.drop_bounding_capability(_CAP_DAC_OVERRIDE)
+    except AttributeError:
+        return  # no prctl: not Linux
+    except OSError as exc:
+        log.warning("running as root without CAP_SETPCAP: the staged channels are "
+                    "read-only only for non-root processes (%s)", exc.strerror)

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_CAPBSET_DROP = 24
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -36,6 +37,16 @@ def die_with_parent(signum: int = signal.SIGTERM, parent: int | None = None) -> 
 def ends_with_this_process(signum: int = signal.SIGTERM) -> Callable[[], None]:
     """A Popen `preexec_fn`: the child gets `signum` when this (its parent) process dies."""
     return functools.partial(die_with_parent, signum, os.getpid())
+
+
+def drop_bounding_capability(cap: int) -> None:
+    """Take capability `cap` out of this process's bounding set (PR_CAPBSET_DROP), so that no
+    program it executes gains it; OSError when Linux refuses (EINVAL: a capability this
+    kernel lacks, EPERM: without CAP_SETPCAP); AttributeError where libc has no prctl."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
 
 
 def become_subreaper() -> None:

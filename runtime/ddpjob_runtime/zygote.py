@@ -50,7 +50,6 @@ PRELOADED = ("torch", "torch.distributed", "torch.nn.parallel", "ddpjob_runtime.
              "ddpjob_runtime.dataparallel.torch.parallel.distributed")
 _MAX_REQUEST = 1 << 20
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-_PR_CAPBSET_DROP = 24
 _CAPS_V3 = 0x20080522
 _PR_SET_MM, _PR_SET_MM_MAP = 35, 14
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -133,8 +132,11 @@ def _take_capabilities(peer: int) -> None:
     (staged channels stay read-only for root without one), a user namespace everything."""
     caps = _client_capabilities(peer)
     for cap in (c for c in range(64) if not caps["CapBnd"] >> c & 1):
-        if _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != EINVAL:
-            _check(-1, f"drop capability {cap}")  # EINVAL: beyond this kernel's capabilities
+        try:
+            processes.drop_bounding_capability(cap)
+        except OSError as exc:
+            if exc.errno != EINVAL:  # EINVAL: beyond this kernel's capabilities
+                raise OSError(exc.errno, f"drop capability {cap}: {exc.strerror}") from None
     header = (ctypes.c_uint32 * 2)(_CAPS_V3, 0)
     data = (_Caps * 2)()  # capabilities 0-31, then 32-63
     for half in (0, 1):
