@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from ddpjob.errors import DdpjobError, UserInputError
-from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.job_status import JobDescription
 from ddpjob.training_job import JobControl, TrainingJob, job_failure
 
 logger = logging.getLogger(__name__)
@@ -39,15 +39,15 @@ def shows_training_logs(log_type: bool | str) -> bool:
                          f"'None' (or True/False)")
 
 
-def checked_end(description: dict[str, Any]) -> dict[str, Any]:
-    """`description` of an ended job; JobFailedError when it Failed, a warning when Stopped."""
-    status = description["TrainingJobStatus"]
-    if status == "Failed":
-        raise job_failure(description)  # type: ignore[misc] - a Failed job always has one
-    if status == "Stopped":
+def checked_end(job: JobDescription) -> dict[str, Any]:
+    """The DescribeTrainingJob response of an ended job; JobFailedError when it Failed, a
+    warning when Stopped."""
+    if job.status == "Failed":
+        raise job_failure(job)  # type: ignore[misc] - a Failed job always has one
+    if job.status == "Stopped":
         logger.warning("Job %s ended with status 'Stopped' rather than 'Completed': it may have "
-                       "timed out or been stopped early", description["TrainingJobName"])
-    return description
+                       "timed out or been stopped early", job.name)
+    return dict(job.raw)
 
 
 def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
@@ -82,17 +82,17 @@ def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
 
 
 def _poll_until_ended(session: JobControl, job_name: str, poll: float,
-                      deadline: float | None) -> dict[str, Any]:
+                      deadline: float | None) -> JobDescription:
     """The job's description once it has ended, printing status changes on the way;
     WaitTimeoutError when `deadline` passes first."""
     tracker = TrainingJob(session, job_name, poll_seconds=poll)
     while True:
-        description = tracker.describe()
-        tracker._report(description)  # the one status printer of this package
-        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
-            return description
+        job = session.describe(job_name)
+        tracker._report(job)  # the one status printer of this package
+        if job.is_terminal:
+            return job
         if deadline is not None and time.monotonic() >= deadline:
-            status = description["TrainingJobStatus"]
+            status = job.status
             print(f"Timeout Exceeded. Job {job_name} is still {status}.", flush=True)
             raise WaitTimeoutError(f"training job {job_name} is still {status} when the "
                                    f"timeout ends: wait again, or stop it")
@@ -117,7 +117,7 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
         for host, line in _until(session.logs(job_name, follow=wait), deadline):
             print(f"[{host}] {line}", flush=True)
     if not wait:
-        return session.describe(job_name)
+        return dict(session.describe(job_name).raw)
     return checked_end(_poll_until_ended(session, job_name, poll, deadline))
 
 
