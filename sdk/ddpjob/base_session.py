@@ -1,11 +1,6 @@
-"""The small surface every control plane offers, so the estimator asks instead of branching.
-
-A session is a scheduler in TorchX's sense: it owns its policy (instance types, image, role,
-default locations, where local inputs go, how often to poll), checks a request without any side
-effect (`submit_dryrun`), and `submit` is that dry run, then reserving the name, staging the
-job's files and scheduling it. Reading a job (`describe`, `list`, `logs`) never changes it.
-Its policy is mixed in from `session_policy`, the official SDK's notebook methods
-(`upload_data`, `wait_for_job`, ...) from `notebook_session`.
+"""The scheduler interface every backend implements (TorchX's schedulers, in SageMaker's words):
+`submit_dryrun`, `submit`, `describe`, `stop`, `list`, `logs`. Its policy is mixed in from
+`session_policy`, the official SDK's notebook methods from `notebook_session`.
 """
 
 from __future__ import annotations

@@ -14,9 +14,14 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from ddpjob.errors import DdpjobError, UserInputError
+from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription
-from ddpjob.training_job import JobControl, TrainingJob, job_failure
+from ddpjob.training_job import (
+    JobControl,
+    TrainingJob,
+    WaitTimeoutError,  # noqa: F401 - where callers import it from
+    job_failure,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -25,10 +30,6 @@ T = TypeVar("T")
 #: no Debugger/Profiler rules, so "Rules" has nothing to print.
 LOG_TYPES = {"All": True, "Training": True, "Rules": False, "None": False,
              True: True, False: False}
-
-
-class WaitTimeoutError(DdpjobError, TimeoutError):
-    """A job was still running when `timeout` seconds of waiting had passed."""
 
 
 def shows_training_logs(log_type: bool | str) -> bool:
@@ -81,28 +82,10 @@ def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
         stop.set()  # the follower ends at its next line or when the job ends
 
 
-def _poll_until_ended(session: JobControl, job_name: str, poll: float,
-                      deadline: float | None) -> JobDescription:
-    """The job's description once it has ended, printing status changes on the way;
-    WaitTimeoutError when `deadline` passes first."""
-    tracker = TrainingJob(session, job_name, poll_seconds=poll)
-    while True:
-        job = session.describe(job_name)
-        tracker._report(job)  # the one status printer of this package
-        if job.is_terminal:
-            return job
-        if deadline is not None and time.monotonic() >= deadline:
-            status = job.status
-            print(f"Timeout Exceeded. Job {job_name} is still {status}.", flush=True)
-            raise WaitTimeoutError(f"training job {job_name} is still {status} when the "
-                                   f"timeout ends: wait again, or stop it")
-        time.sleep(poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic())))
-
-
 def wait_for_job(session: JobControl, job: str, poll: float = 5) -> dict[str, Any]:
     """See `base_session.BaseSession.wait_for_job`."""
     _check_seconds(poll, "poll")
-    return checked_end(_poll_until_ended(session, job, poll, deadline=None))
+    return checked_end(TrainingJob(session, job, poll_seconds=poll).until_ended())
 
 
 def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: float = 10,
@@ -118,7 +101,7 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
             print(f"[{host}] {line}", flush=True)
     if not wait:
         return dict(session.describe(job_name).raw)
-    return checked_end(_poll_until_ended(session, job_name, poll, deadline))
+    return checked_end(TrainingJob(session, job_name, poll_seconds=poll).until_ended(deadline))
 
 
 def _check_seconds(value: Any, argument: str) -> None:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ddpjob.errors import JobFailedError
+from ddpjob.errors import DdpjobError, JobFailedError
 from ddpjob.job_status import JobDescription
 
 logger = logging.getLogger(__name__)
@@ -25,6 +25,10 @@ def job_failure(job: JobDescription) -> JobFailedError | None:
         return None
     reason = (job.failure_reason or job.secondary_status).strip()
     return JobFailedError(job.name, job.status, reason or job.status)
+
+
+class WaitTimeoutError(DdpjobError, TimeoutError):
+    """A job was still running when `timeout` seconds of waiting had passed."""
 
 
 class JobControl(Protocol):
@@ -81,16 +85,27 @@ class TrainingJob:
                 if time.monotonic() - last_poll >= self.poll_seconds:
                     self._report(self.session.describe(self.name))
                     last_poll = time.monotonic()
-        job = self.session.describe(self.name)
-        while not job.is_terminal:
-            self._report(job)
-            time.sleep(self.poll_seconds)
-            job = self.session.describe(self.name)
-        self._report(job)
+        job = self.until_ended()
         failure = job_failure(job)
         if failure is not None:
             raise failure
         return dict(job.raw)
+
+    def until_ended(self, deadline: float | None = None) -> JobDescription:
+        """The job's description once it has ended, printing status changes on the way (the one
+        status printer of this package); WaitTimeoutError when the monotonic `deadline` passes
+        first."""
+        while True:
+            job = self.session.describe(self.name)
+            self._report(job)
+            if job.is_terminal:
+                return job
+            if deadline is not None and time.monotonic() >= deadline:
+                print(f"Timeout Exceeded. Job {self.name} is still {job.status}.", flush=True)
+                raise WaitTimeoutError(f"training job {self.name} is still {job.status} when "
+                                       f"the timeout ends: wait again, or stop it")
+            left = self.poll_seconds if deadline is None else deadline - time.monotonic()
+            time.sleep(max(0.0, min(self.poll_seconds, left)))
 
     def logs(self) -> None:
         """Print every log line of the job so far, each prefixed with its host."""
