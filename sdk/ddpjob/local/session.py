@@ -24,7 +24,7 @@ from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
-from ddpjob.job_status import TERMINAL_STATUSES, JobDescription
+from ddpjob.job_status import JobDescription
 from ddpjob.local import dlc_host, hostroot, logtail, refusals
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.jobstore import check_own_dir
@@ -168,10 +168,8 @@ class LocalSession(BaseSession):
         self._client.stop_training_job(TrainingJobName=job_name)
 
     def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]:
-        def done() -> bool:
-            return self._describe(job_name)["TrainingJobStatus"] in TERMINAL_STATUSES
-
-        return logtail.follow(self.log_paths(job_name), done, follow=follow)
+        return logtail.follow(self.log_paths(job_name), lambda: self.describe(job_name).is_terminal,
+                              follow=follow)
 
     def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:
         """See `BaseSession.list`."""
