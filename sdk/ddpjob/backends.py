@@ -1,10 +1,6 @@
-"""Which backend runs a job: one line per backend in `BACKENDS`.
-
-A backend is a session class (a scheduler: dry run, submit, describe, stop, list, logs) in a
-package of its own; a new backend is that module plus one line here. The client's front ends
-(estimator, config, CLI) ask this registry, never a backend's package, what an instance type or
-a config name means; each backend refuses what it cannot run itself (`check_instance_type`,
-its request validation).
+"""Which backend runs a job: one line per backend in `BACKENDS` (a `BaseSession` subclass in a
+package of its own). The estimator, config and CLI ask this registry, never a backend's
+package, what an instance type or a config name means.
 """
 
 from __future__ import annotations

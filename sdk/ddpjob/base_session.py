@@ -1,11 +1,6 @@
-"""The small surface every control plane offers, so the estimator asks instead of branching.
-
-A session is a scheduler in TorchX's sense: it owns its policy (instance types, image, role,
-default locations, where local inputs go, how often to poll), checks a request without any side
-effect (`submit_dryrun`), and `submit` is that dry run, then reserving the name, staging the
-job's files and scheduling it. Reading a job (`describe`, `list`, `logs`) never changes it.
-Its policy is mixed in from `session_policy`, the official SDK's notebook methods
-(`upload_data`, `wait_for_job`, ...) from `notebook_session`.
+"""The scheduler interface every backend implements (TorchX's schedulers, in SageMaker's words):
+`submit_dryrun`, `submit`, `describe`, `stop`, `list`, `logs`. Its policy is mixed in from
+`session_policy`, the official SDK's notebook methods from `notebook_session`.
 """
 
 from __future__ import annotations
@@ -14,6 +9,7 @@ import abc
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ddpjob.job_status import JobDescription
 from ddpjob.naming import check_job_name
 from ddpjob.notebook_session import NotebookConveniences
 from ddpjob.session_policy import SessionPolicy
@@ -62,9 +58,9 @@ class BaseSession(SessionPolicy, NotebookConveniences):
     def _schedule(self, request: dict[str, Any]) -> None:
         """Start the job of a checked, reserved request."""
 
-    def describe(self, job_name: str) -> dict[str, Any]:
-        """The DescribeTrainingJob response of `job_name` (JobNotFoundError when there is none)."""
-        return self._describe(check_job_name(job_name))
+    def describe(self, job_name: str) -> JobDescription:
+        """The description of `job_name` (JobNotFoundError when there is none)."""
+        return JobDescription.from_response(self._describe(check_job_name(job_name)))
 
     def stop(self, job_name: str) -> None:
         """Ask the control plane to stop `job_name`; it ends Stopped."""
@@ -89,17 +85,16 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         """Every `{"timestamp", "metric_name", "value"}` of the metrics `metric_names` (default:
         the job's MetricDefinitions), oldest first, in seconds since its training started."""
         job = self.describe(job_name)
-        if metric_names is None:
-            definitions = job.get("AlgorithmSpecification", {}).get("MetricDefinitions") or []
-            metric_names = [d["Name"] for d in definitions]
-        return self._metric_series(job, metric_names)
+        return self._metric_series(job, list(job.metric_names if metric_names is None
+                                             else metric_names))
 
     @abc.abstractmethod
-    def _metric_series(self, job: dict[str, Any],
+    def _metric_series(self, job: JobDescription,
                        metric_names: list[str]) -> list[dict[str, Any]]: ...
 
     @abc.abstractmethod
-    def _describe(self, job_name: str) -> dict[str, Any]: ...
+    def _describe(self, job_name: str) -> dict[str, Any]:
+        """The DescribeTrainingJob response of `job_name`."""
 
     @abc.abstractmethod
     def _stop(self, job_name: str) -> None: ...

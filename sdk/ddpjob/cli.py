@@ -17,7 +17,13 @@ from typing import Any
 
 from ddpjob import backends
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
-from ddpjob.errors import DdpjobError, JobFailedError, UserInputError
+from ddpjob.errors import (
+    ControlPlaneError,
+    DdpjobError,
+    JobFailedError,
+    JobNotFoundError,
+    UserInputError,
+)
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_SERVICE, EXIT_BROKEN_PIPE = 0, 1, 2, 3, 128 + 13
 MAX_LIST_RESULTS = 100  # ListTrainingJobs' MaxResults limit
@@ -213,18 +219,19 @@ def _estimator_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     return kwargs, fit_kwargs
 
 
-def _require_role(kwargs: dict[str, Any], config: Config) -> None:
-    """SageMaker jobs need a role: say so before anything touches AWS (the default bucket is
-    created on first use)."""
-    from ddpjob.sagemaker.session import require_role
-
+def _require_role(kwargs: dict[str, Any], config: Config, backend: str) -> None:
+    """A backend whose jobs need a role: say so before anything touches AWS (the default bucket
+    is created on first use)."""
+    session_type = backends.named(backend).session_type()
+    if not session_type.requires_role:
+        return
     if not kwargs.get("role"):
         where = f" ({config.path})" if config.path else ""
         raise UserInputError(
-            "run: a role is required for SageMaker jobs: pass --role "
+            f"run: a role is required for {session_type.label} jobs: pass --role "
             "arn:aws:iam::<account>:role/<name>, or set role in the job spec or in the config "
             f"file{where}")
-    require_role(kwargs["role"])
+    session_type.check_role(kwargs["role"])
 
 
 def _run(args: argparse.Namespace, config: Config) -> int:
@@ -234,8 +241,7 @@ def _run(args: argparse.Namespace, config: Config) -> int:
     backend, kwargs["instance_type"] = resolve_backend(args.backend, kwargs.get("instance_type"),
                                                        config)
     kwargs = merge_defaults(kwargs, config)
-    if backend == "sagemaker":
-        _require_role(kwargs, config)
+    _require_role(kwargs, config, backend)
     kwargs["session"] = _session(args, config, backend)
     estimator = PyTorch(**kwargs)
     if args.dry_run:
@@ -255,7 +261,7 @@ def _run(args: argparse.Namespace, config: Config) -> int:
 def _jobs(args: argparse.Namespace, config: Config) -> int:
     session = _session(args, config)
     if args.jobs_command == "describe":
-        print(json.dumps(session.describe(args.name), indent=2, default=str))
+        print(json.dumps(session.describe(args.name).raw, indent=2, default=str))
         return EXIT_OK
     jobs = session.list(max_results=args.max_results, SortBy="CreationTime",
                         SortOrder="Descending")
@@ -281,12 +287,10 @@ def _logs(args: argparse.Namespace, config: Config) -> int:
 
 
 def _stop(args: argparse.Namespace, config: Config) -> int:
-    from ddpjob.job_status import TERMINAL_STATUSES
-
     session = _session(args, config)
-    status = session.describe(args.name)["TrainingJobStatus"]
-    if status in TERMINAL_STATUSES:
-        _error(f"training job {args.name} has already ended ({status}); nothing to stop")
+    job = session.describe(args.name)
+    if job.is_terminal:
+        _error(f"training job {args.name} has already ended ({job.status}); nothing to stop")
         return EXIT_SERVICE
     session.stop(args.name)
     print(f"{args.name}: stopping")
@@ -312,16 +316,8 @@ def _download(args: argparse.Namespace, config: Config) -> int:
 
 
 def _cache(args: argparse.Namespace, config: Config) -> int:
-    from ddpjob.local.datacache import human_bytes
-    from ddpjob.local.staging import cache_of
-
-    cache = cache_of(_session(args, config, "local").home)
-    if args.cache_command == "clear":
-        print(f"{cache.root}: freed {human_bytes(cache.evict(0))}")
-    info = cache.info()
-    print(f"{info.root}: {info.entries:,} objects, {human_bytes(info.size)} (limit "
-          f"{human_bytes(info.max_size)}); in use by running jobs: {info.in_use:,} objects, "
-          f"{human_bytes(info.in_use_size)}")
+    session = _session(args, config, backends.LOCAL.name)
+    print("\n".join(session.cache_report(clear=args.cache_command == "clear")))
     return EXIT_OK
 
 
@@ -341,8 +337,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0), or a usage error already printed on one line
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    from ddpjob.sagemaker.errors import AwsError, JobNotFoundError
-
     try:
         config = load_config(args.config)
         if getattr(args, "name", None) is not None:
@@ -362,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(f"no training job named {name!r} in {where}: see `ddpjob jobs list`"
                if name and where else str(exc))
         return EXIT_SERVICE
-    except AwsError as exc:  # the control plane refused, even when it blames the request
+    except ControlPlaneError as exc:  # the control plane refused, even when it blames the request
         _error(str(exc))
         return EXIT_SERVICE
     except UserInputError as exc:

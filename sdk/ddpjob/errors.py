@@ -9,8 +9,29 @@ from ddpjob_runtime.errors import (
     UserInputError,
 )
 
-__all__ = ["DdpjobError", "InvalidURIError", "JobFailedError", "ObjectNotFoundError",
-           "StorageError", "UnsafePathError", "UserInputError"]
+__all__ = ["ControlPlaneError", "DdpjobError", "InvalidRequestError", "InvalidURIError",
+           "JobFailedError", "JobNotFoundError", "ObjectNotFoundError", "StorageError",
+           "UnsafePathError", "UserInputError"]
+
+
+class ControlPlaneError(DdpjobError):
+    """A scheduler refused a call. `code` and `operation` are the SageMaker API's error code
+    and call; `service_message` is the service's own words (what a boto3-shaped edge answers)."""
+
+    def __init__(self, message: str, *, code: str = "", operation: str = "",
+                 service_message: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.operation = operation
+        self.service_message = message if service_message is None else service_message
+
+
+class InvalidRequestError(ControlPlaneError, UserInputError):
+    """The scheduler rejected the request's content (SageMaker's ValidationException)."""
+
+
+class JobNotFoundError(ControlPlaneError, UserInputError):
+    """No training job has the given name (in this account and region, or this local home)."""
 
 
 class JobFailedError(DdpjobError):

@@ -294,7 +294,7 @@ class Estimator(JobResults):
         naming.check_job_name(training_job_name, "training_job_name")
         session = _one_session(session, sagemaker_session)
         session = session or backends.LOCAL.session_type()()
-        description = session.describe(training_job_name)
+        description = session.describe(training_job_name).raw
         params = arguments.from_description(description, backends.LOCAL.default_image)
         if model_channel_name != "model":
             params["model_channel_name"] = model_channel_name

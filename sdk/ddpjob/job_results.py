@@ -41,8 +41,7 @@ class JobResults:
     @property
     def model_data(self) -> str | None:
         """URI of the latest job's model.tar.gz (where it is, or will be once Completed)."""
-        artifacts = self.describe().get("ModelArtifacts") or {}
-        return artifacts.get("S3ModelArtifacts")
+        return self.session.describe(self._job().name).model_artifacts
 
     @property
     def training_job_analytics(self) -> Any:
@@ -58,7 +57,7 @@ class JobResults:
         uri = self.model_data
         if not uri:
             raise UserInputError(f"training job {self._job().name} has no model yet (status "
-                                 f"{self.describe()['TrainingJobStatus']})")
+                                 f"{self.session.describe(self._job().name).status})")
         return storage.download_file(uri, Path(local_dir).expanduser() / Path(uri).name,
                                      progress=True)
 

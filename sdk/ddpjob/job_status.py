@@ -7,8 +7,11 @@ local backend only ever stores the secondary status and derives the primary one.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ddpjob_runtime import contract
 
@@ -58,6 +61,48 @@ class SecondaryStatus(str, enum.Enum):
     def is_terminal(self) -> bool:
         """True once the job can no longer change."""
         return self.primary.is_terminal
+
+
+@dataclass(frozen=True)
+class JobDescription:
+    """What a scheduler's `describe` answers: the DescribeTrainingJob response, typed where
+    ddpjob reads it; `raw` is the whole response (what the official SDK's `describe()` gives)."""
+
+    name: str
+    status: str  # a TrainingJobStatus value
+    secondary_status: str
+    failure_reason: str
+    creation_time: dt.datetime
+    training_start_time: dt.datetime | None
+    training_end_time: dt.datetime | None
+    model_artifacts: str | None
+    checkpoint_uri: str | None
+    metric_names: tuple[str, ...]
+    status_history: tuple[Mapping[str, Any], ...]
+    raw: Mapping[str, Any]
+
+    @classmethod
+    def from_response(cls, response: Mapping[str, Any]) -> JobDescription:
+        """The description of a DescribeTrainingJob response (SageMaker's or the local one)."""
+        definitions = (response.get("AlgorithmSpecification") or {}).get("MetricDefinitions")
+        return cls(
+            name=response["TrainingJobName"],
+            status=response["TrainingJobStatus"],
+            secondary_status=response.get("SecondaryStatus", ""),
+            failure_reason=response.get("FailureReason", ""),
+            creation_time=response["CreationTime"],
+            training_start_time=response.get("TrainingStartTime"),
+            training_end_time=response.get("TrainingEndTime"),
+            model_artifacts=(response.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
+            checkpoint_uri=(response.get("CheckpointConfig") or {}).get("S3Uri"),
+            metric_names=tuple(d["Name"] for d in definitions or ()),
+            status_history=tuple(response.get("SecondaryStatusTransitions") or ()),
+            raw=response)
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the job has ended (Completed, Failed, Stopped)."""
+        return self.status in TERMINAL_STATUSES
 
 
 S = SecondaryStatus

@@ -14,9 +14,14 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from ddpjob.errors import DdpjobError, UserInputError
-from ddpjob.job_status import TERMINAL_STATUSES
-from ddpjob.training_job import JobControl, TrainingJob, job_failure
+from ddpjob.errors import UserInputError
+from ddpjob.job_status import JobDescription
+from ddpjob.training_job import (
+    JobControl,
+    TrainingJob,
+    WaitTimeoutError,  # noqa: F401 - where callers import it from
+    job_failure,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -27,10 +32,6 @@ LOG_TYPES = {"All": True, "Training": True, "Rules": False, "None": False,
              True: True, False: False}
 
 
-class WaitTimeoutError(DdpjobError, TimeoutError):
-    """A job was still running when `timeout` seconds of waiting had passed."""
-
-
 def shows_training_logs(log_type: bool | str) -> bool:
     """Whether `log_type` asks for the training log lines (UserInputError when unknown)."""
     if isinstance(log_type, bool) or (isinstance(log_type, str) and log_type in LOG_TYPES):
@@ -39,15 +40,15 @@ def shows_training_logs(log_type: bool | str) -> bool:
                          f"'None' (or True/False)")
 
 
-def checked_end(description: dict[str, Any]) -> dict[str, Any]:
-    """`description` of an ended job; JobFailedError when it Failed, a warning when Stopped."""
-    status = description["TrainingJobStatus"]
-    if status == "Failed":
-        raise job_failure(description)  # type: ignore[misc] - a Failed job always has one
-    if status == "Stopped":
+def checked_end(job: JobDescription) -> dict[str, Any]:
+    """The DescribeTrainingJob response of an ended job; JobFailedError when it Failed, a
+    warning when Stopped."""
+    if job.status == "Failed":
+        raise job_failure(job)  # type: ignore[misc] - a Failed job always has one
+    if job.status == "Stopped":
         logger.warning("Job %s ended with status 'Stopped' rather than 'Completed': it may have "
-                       "timed out or been stopped early", description["TrainingJobName"])
-    return description
+                       "timed out or been stopped early", job.name)
+    return dict(job.raw)
 
 
 def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
@@ -81,28 +82,10 @@ def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
         stop.set()  # the follower ends at its next line or when the job ends
 
 
-def _poll_until_ended(session: JobControl, job_name: str, poll: float,
-                      deadline: float | None) -> dict[str, Any]:
-    """The job's description once it has ended, printing status changes on the way;
-    WaitTimeoutError when `deadline` passes first."""
-    tracker = TrainingJob(session, job_name, poll_seconds=poll)
-    while True:
-        description = tracker.describe()
-        tracker._report(description)  # the one status printer of this package
-        if description["TrainingJobStatus"] in TERMINAL_STATUSES:
-            return description
-        if deadline is not None and time.monotonic() >= deadline:
-            status = description["TrainingJobStatus"]
-            print(f"Timeout Exceeded. Job {job_name} is still {status}.", flush=True)
-            raise WaitTimeoutError(f"training job {job_name} is still {status} when the "
-                                   f"timeout ends: wait again, or stop it")
-        time.sleep(poll if deadline is None else min(poll, max(0.0, deadline - time.monotonic())))
-
-
 def wait_for_job(session: JobControl, job: str, poll: float = 5) -> dict[str, Any]:
     """See `base_session.BaseSession.wait_for_job`."""
     _check_seconds(poll, "poll")
-    return checked_end(_poll_until_ended(session, job, poll, deadline=None))
+    return checked_end(TrainingJob(session, job, poll_seconds=poll).until_ended())
 
 
 def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: float = 10,
@@ -117,8 +100,8 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
         for host, line in _until(session.logs(job_name, follow=wait), deadline):
             print(f"[{host}] {line}", flush=True)
     if not wait:
-        return session.describe(job_name)
-    return checked_end(_poll_until_ended(session, job_name, poll, deadline))
+        return dict(session.describe(job_name).raw)
+    return checked_end(TrainingJob(session, job_name, poll_seconds=poll).until_ended(deadline))
 
 
 def _check_seconds(value: Any, argument: str) -> None:

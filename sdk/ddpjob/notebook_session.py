@@ -14,6 +14,7 @@ from ddpjob_runtime import storage
 
 from ddpjob import bucket_data, job_wait
 from ddpjob.errors import UserInputError
+from ddpjob.job_status import JobDescription
 
 
 class NotebookConveniences(abc.ABC):
@@ -23,7 +24,7 @@ class NotebookConveniences(abc.ABC):
     if TYPE_CHECKING:  # the session this is mixed into provides them
         region_name: str | None
 
-        def describe(self, job_name: str) -> dict[str, Any]: ...
+        def describe(self, job_name: str) -> JobDescription: ...
         def stop(self, job_name: str) -> None: ...
         def resolve_role(self, role: str | None) -> str: ...
 
@@ -70,7 +71,7 @@ class NotebookConveniences(abc.ABC):
 
     def describe_training_job(self, job_name: str) -> dict[str, Any]:
         """The DescribeTrainingJob response of `job_name`, as the official session returns it."""
-        return self.describe(job_name)
+        return dict(self.describe(job_name).raw)
 
     def stop_training_job(self, job_name: str) -> None:
         """Call StopTrainingJob for `job_name` (the official session's name; returns None)."""

@@ -25,6 +25,12 @@ class SessionPolicy(abc.ABC):
     storage_schemes: frozenset[str] = frozenset({"s3"})
     #: What the backend's jobs are called in messages ("SageMaker", "local").
     label: str = "SageMaker"
+    #: Whether a job needs a role named by the user (the CLI asks for one before anything runs).
+    requires_role: bool = False
+
+    @classmethod  # noqa: B027 - a backend may take any role
+    def check_role(cls, role: str) -> None:
+        """Raise UserInputError unless this backend's jobs can be given `role`."""
 
     @classmethod
     @abc.abstractmethod

@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from ddpjob.errors import JobFailedError
-from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.errors import DdpjobError, JobFailedError
+from ddpjob.job_status import JobDescription
 
 logger = logging.getLogger(__name__)
 
@@ -19,13 +19,16 @@ def _say(message: str) -> None:
     logger.info(message)
 
 
-def job_failure(description: dict[str, Any]) -> JobFailedError | None:
-    """The JobFailedError of a job that ended Failed or Stopped (its description), else None."""
-    status = description["TrainingJobStatus"]
-    if status not in TERMINAL_STATUSES - {"Completed"}:
+def job_failure(job: JobDescription) -> JobFailedError | None:
+    """The JobFailedError of a job that ended Failed or Stopped, else None."""
+    if not job.is_terminal or job.status == "Completed":
         return None
-    reason = str(description.get("FailureReason") or description.get("SecondaryStatus", ""))
-    return JobFailedError(description["TrainingJobName"], status, reason.strip() or status)
+    reason = (job.failure_reason or job.secondary_status).strip()
+    return JobFailedError(job.name, job.status, reason or job.status)
+
+
+class WaitTimeoutError(DdpjobError, TimeoutError):
+    """A job was still running when `timeout` seconds of waiting had passed."""
 
 
 class JobControl(Protocol):
@@ -33,7 +36,7 @@ class JobControl(Protocol):
 
     poll_seconds: float
 
-    def describe(self, job_name: str) -> dict[str, Any]: ...
+    def describe(self, job_name: str) -> JobDescription: ...
 
     def logs(self, job_name: str, follow: bool = True) -> Iterator[tuple[str, str]]: ...
 
@@ -59,10 +62,10 @@ class TrainingJob:
 
     def describe(self) -> dict[str, Any]:
         """The DescribeTrainingJob response."""
-        return self.session.describe(self.name)
+        return dict(self.session.describe(self.name).raw)
 
-    def _report(self, description: dict[str, Any]) -> None:
-        status = (description["TrainingJobStatus"], description.get("SecondaryStatus", ""))
+    def _report(self, job: JobDescription) -> None:
+        status = (job.status, job.secondary_status)
         if status != self._last_status:
             self._last_status = status
             detail = f" - {status[1]}" if status[1] and status[1] != status[0] else ""
@@ -74,25 +77,35 @@ class TrainingJob:
 
         Raises JobFailedError when the job ends Failed or Stopped.
         """
-        description = self.describe()
-        self._report(description)
+        self._report(self.session.describe(self.name))
         if logs:
             last_poll = time.monotonic()
             for host, line in self.session.logs(self.name, follow=True):
                 print(f"[{host}] {line}", flush=True)
                 if time.monotonic() - last_poll >= self.poll_seconds:
-                    self._report(self.describe())
+                    self._report(self.session.describe(self.name))
                     last_poll = time.monotonic()
-        description = self.describe()
-        while description["TrainingJobStatus"] not in TERMINAL_STATUSES:
-            self._report(description)
-            time.sleep(self.poll_seconds)
-            description = self.describe()
-        self._report(description)
-        failure = job_failure(description)
+        job = self.until_ended()
+        failure = job_failure(job)
         if failure is not None:
             raise failure
-        return description
+        return dict(job.raw)
+
+    def until_ended(self, deadline: float | None = None) -> JobDescription:
+        """The job's description once it has ended, printing status changes on the way (the one
+        status printer of this package); WaitTimeoutError when the monotonic `deadline` passes
+        first."""
+        while True:
+            job = self.session.describe(self.name)
+            self._report(job)
+            if job.is_terminal:
+                return job
+            if deadline is not None and time.monotonic() >= deadline:
+                print(f"Timeout Exceeded. Job {self.name} is still {job.status}.", flush=True)
+                raise WaitTimeoutError(f"training job {self.name} is still {job.status} when "
+                                       f"the timeout ends: wait again, or stop it")
+            left = self.poll_seconds if deadline is None else deadline - time.monotonic()
+            time.sleep(max(0.0, min(self.poll_seconds, left)))
 
     def logs(self) -> None:
         """Print every log line of the job so far, each prefixed with its host."""

@@ -61,7 +61,7 @@ def test_the_estimators_training_job_analytics(aws_env, training_request, job_na
     session.submit(request)
     # moto describes every job with a MetricDefinitions of its own: use the name it answers
     [metric] = [d["Name"] for d in
-                session.describe(job_name)["AlgorithmSpecification"]["MetricDefinitions"]]
+                session.describe(job_name).raw["AlgorithmSpecification"]["MetricDefinitions"]]
     _put(job_name, metric, 0.5, _trained_for(job_name, 120) + dt.timedelta(seconds=1))
     estimator = PyTorch.attach(job_name, sagemaker_session=session, wait=False)
     analytics_of_job = estimator.training_job_analytics

@@ -31,7 +31,7 @@ def test_create_describe_list_training_job(aws_env, job_name, training_request):
     job = session.submit(training_request(job_name))
     assert job.name == job_name
 
-    described = session.describe(job_name)
+    described = session.describe(job_name).raw
     assert described["TrainingJobName"] == job_name
     assert described["ResourceConfig"]["InstanceCount"] == 2
     assert described["TrainingJobStatus"] in {"InProgress", "Completed"}
@@ -55,7 +55,7 @@ def test_the_raw_client_takes_the_request_as_the_estimator_sends_it(
 ):
     session = Session()
     session.sagemaker_client.create_training_job(**training_request(job_name))
-    assert session.describe(job_name)["RoleArn"].endswith(":role/SageMakerRole")
+    assert session.describe(job_name).raw["RoleArn"].endswith(":role/SageMakerRole")
 
 
 def test_unknown_job_is_one_clear_error(aws_env):

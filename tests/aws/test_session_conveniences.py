@@ -180,6 +180,6 @@ def test_describe_training_job_has_the_official_sessions_name(
     session.submit(training_request(job_name))
     described = session.describe_training_job(job_name)
     assert described["TrainingJobName"] == job_name
-    assert described["TrainingJobStatus"] == session.describe(job_name)["TrainingJobStatus"]
+    assert described["TrainingJobStatus"] == session.describe(job_name).raw["TrainingJobStatus"]
     with pytest.raises(UserInputError, match="job_name"):
         session.describe_training_job("../x")

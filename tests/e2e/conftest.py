@@ -67,7 +67,7 @@ def wait_until_ended(session: LocalSession, name: str) -> dict[str, Any]:
     """DescribeTrainingJob once the job is Completed, Failed or Stopped (deadline-bound)."""
 
     def ended() -> dict[str, Any] | None:
-        job = session.describe(name)
+        job = session.describe(name).raw
         return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
 
     return wait_for(ended, JOB_TIMEOUT_S, f"job {name} to end")
@@ -128,7 +128,7 @@ def interrupt_when_checkpointed(session: LocalSession, est: PyTorch, name: str,
     process left. The latest complete checkpoint is read once it has ended."""
 
     def checkpointed() -> bool:
-        job = session.describe(name)
+        job = session.describe(name).raw
         assert job["TrainingJobStatus"] == "InProgress", (
             f"job {name} ended ({job['TrainingJobStatus']}: {job.get('FailureReason')}) before "
             f"it could be interrupted; its log: {log_lines(session, name)[-20:]}")

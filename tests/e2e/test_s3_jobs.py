@@ -137,7 +137,7 @@ def test_spot_request_and_interruption_resume(session: LocalSession, s3_bucket: 
     assert request["CheckpointConfig"] == {"S3Uri": f"s3://{s3_bucket}/ckpt/run"}
 
     est.fit(wait=False, job_name="spot-1")
-    described = session.describe("spot-1")
+    described = session.describe("spot-1").raw
     for key in ("EnableManagedSpotTraining", "StoppingCondition", "RetryStrategy",
                 "CheckpointConfig", "HyperParameters"):
         assert described[key] == request[key], key  # fit submitted that very request

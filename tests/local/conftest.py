@@ -111,7 +111,7 @@ def training_request(
 def wait_until_ended(session: LocalSession, name: str, timeout_s: float = JOB_TIMEOUT_S) -> dict:
     """The DescribeTrainingJob response once the job is Completed, Failed or Stopped."""
     def ended() -> dict | None:
-        job = session.describe(name)
+        job = session.describe(name).raw
         return job if job["TrainingJobStatus"] in ("Completed", "Failed", "Stopped") else None
 
     return wait_for(ended, timeout_s, f"job {name} to end")

@@ -166,7 +166,7 @@ def test_attach_describe_and_stop_from_another_process(
     session.sagemaker_client.create_training_job(**training_request(
         session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1,
     ))  # fmt: skip
-    wait_for(lambda: session.describe("sleeper")["SecondaryStatus"] == "Training",
+    wait_for(lambda: session.describe("sleeper").raw["SecondaryStatus"] == "Training",
              JOB_TIMEOUT_S, "the job to train")
     for bad in ("./sleeper", "../jobs/sleeper", "sleeper/", "/sleeper"):
         for call in (session.describe, session.stop, lambda n: list(session.logs(n))):
@@ -174,7 +174,7 @@ def test_attach_describe_and_stop_from_another_process(
                 call(bad)
         with pytest.raises(ClientError, match="pattern"):
             session.sagemaker_client.describe_training_job(TrainingJobName=bad)
-    assert session.describe("sleeper")["SecondaryStatus"] == "Training"  # untouched
+    assert session.describe("sleeper").raw["SecondaryStatus"] == "Training"  # untouched
     other = subprocess.run(
         [sys.executable, "-c", ATTACH, str(session.home), "sleeper"],
         capture_output=True, text=True, timeout=JOB_TIMEOUT_S,
@@ -230,7 +230,7 @@ def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
     # Reading the job told what became of it, and changed nothing on disk.
     state_file = session.job_dir("orphan") / "state.json"
     before = state_file.read_bytes()
-    assert session.describe("orphan")["TrainingJobStatus"] == "Failed"
+    assert session.describe("orphan").raw["TrainingJobStatus"] == "Failed"
     assert session.list()[0]["TrainingJobStatus"] == "Failed"
     assert state_file.read_bytes() == before
     assert client.store.state("orphan").status.value == "Training"

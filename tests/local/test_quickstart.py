@@ -39,7 +39,7 @@ def test_quickstart_trains_two_hosts_and_loads_the_checkpoint(tmp_path: Path) ->
 
     # Another process (this one) finds the finished job on disk and describes it.
     session = LocalSession(home)
-    job = session.describe(name)
+    job = session.describe(name).raw
     assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Completed", "Completed")
     statuses = [t["Status"] for t in job["SecondaryStatusTransitions"]]
     assert statuses[0] == "Starting" and statuses[-1] == "Completed"

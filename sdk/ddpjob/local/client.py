@@ -3,23 +3,28 @@
 Same methods, arguments, response shapes and errors as `boto3.client("sagemaker")` for
 create/describe/stop/list training jobs, so requests built by any SageMaker client work.
 Jobs live on disk (`jobstore`) and each runs under its own detached `supervisor` process.
+Refusals are ddpjob's `ControlPlaneError`s; only a boto3-shaped client (`aws_shaped`, the
+default) raises them as boto3's errors, at the API methods' edge (`_boto3_api`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
+from ddpjob.errors import ControlPlaneError, JobNotFoundError
 from ddpjob.local import gpus, metrics, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
@@ -39,10 +44,30 @@ _SORT_KEYS = {
 }
 
 
-class LocalSageMakerClient:
-    """A boto3-shaped SageMaker client whose training jobs run as local processes under `home`."""
+API = TypeVar("API", bound=Callable[..., dict[str, Any]])
 
-    def __init__(self, home: str | Path):
+
+def _boto3_api(method: API) -> API:
+    """A boto3 method of the client: a boto3-shaped client raises its refusals as boto3 does."""
+
+    @functools.wraps(method)
+    def call(self: LocalSageMakerClient, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return method(self, **kwargs)
+        except ControlPlaneError as error:
+            if not self.aws_shaped:
+                raise
+            raise self._aws_error(error) from None
+
+    return call  # type: ignore[return-value]
+
+
+class LocalSageMakerClient:
+    """A SageMaker client whose training jobs run as local processes under `home`; boto3-shaped
+    unless `aws_shaped=False` (then it raises ddpjob's own errors: `LocalSession`'s)."""
+
+    def __init__(self, home: str | Path, aws_shaped: bool = True):
+        self.aws_shaped = aws_shaped
         self.store = JobStore(Path(home))
         self._supervisors: list[subprocess.Popen] = []
         self._exceptions: Any = None
@@ -58,8 +83,19 @@ class LocalSageMakerClient:
             )
         return self._exceptions
 
+    def _aws_error(self, error: ControlPlaneError) -> Exception:
+        """The botocore error whose answer is `error`'s (what SageMaker would have said)."""
+        if error.code == "ParamValidationError":
+            from botocore.exceptions import ParamValidationError
+
+            return ParamValidationError(report=error.service_message)
+        response = {"Error": {"Code": error.code, "Message": error.service_message},
+                    "ResponseMetadata": {"HTTPStatusCode": 400}}
+        return self.exceptions.from_code(error.code)(response, error.operation)
+
     # --- the API ---------------------------------------------------------------------------
 
+    @_boto3_api
     def create_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Create a training job and start it in the background (CreateTrainingJob)."""
         request = self.checked_request(kwargs)
@@ -85,13 +121,12 @@ class LocalSageMakerClient:
         try:
             self.store.reserve(name)
         except JobExists:
-            raise self.exceptions.ResourceInUse(
-                {"Error": {"Code": "ResourceInUse", "Message": (
-                    f"Training job names must be unique within an AWS account and region, and "
-                    f"a training job with this name already exists ({responses.job_arn(name)})"
-                )}, "ResponseMetadata": {"HTTPStatusCode": 400}},
-                "CreateTrainingJob",
-            ) from None
+            said = (f"Training job names must be unique within an AWS account and region, and a "
+                    f"training job with this name already exists ({responses.job_arn(name)})")
+            raise ControlPlaneError(
+                f"CreateTrainingJob failed in local home {self.store.home} (ResourceInUse): "
+                f"{said}", code="ResourceInUse", operation="CreateTrainingJob",
+                service_message=said) from None
 
     def release(self, name: str) -> None:
         """Give back a name reserved for a job that will not be created."""
@@ -104,6 +139,7 @@ class LocalSageMakerClient:
         self._start_supervisor(name, job_dir)
         return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
 
+    @_boto3_api
     def describe_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """The job's status, secondary status, times and outputs (DescribeTrainingJob).
 
@@ -118,6 +154,7 @@ class LocalSageMakerClient:
             response["FinalMetricDataList"] = final
         return {**response, **copy.deepcopy(_OK)}
 
+    @_boto3_api
     def stop_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Ask the job to stop: it moves to Stopping, then Stopped (StopTrainingJob)."""
         validation.check_shape("StopTrainingJob", kwargs)
@@ -136,6 +173,7 @@ class LocalSageMakerClient:
                 os.kill(pid, signal.SIGTERM)  # it also polls the state; the signal saves time
         return copy.deepcopy(_OK)
 
+    @_boto3_api
     def list_training_jobs(self, **kwargs: Any) -> dict[str, Any]:
         """Summaries of the jobs under this home, filtered, sorted and paged (ListTrainingJobs)."""
         validation.check_shape("ListTrainingJobs", kwargs)
@@ -167,7 +205,10 @@ class LocalSageMakerClient:
     def _known(self, name: str, operation: str) -> str:
         validation.check_job_name(operation, name)  # before the name becomes a path
         if not self.store.exists(name):
-            raise validation.client_error(operation, NOT_FOUND)
+            raise JobNotFoundError(
+                f"No training job named {name!r} in local home {self.store.home}: check the job "
+                f"name (`ddpjob jobs list`)", code="ValidationException", operation=operation,
+                service_message=NOT_FOUND)
         return name
 
     def _start_supervisor(self, name: str, job_dir: Path) -> None:

@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract
-
 from ddpjob import image_uris
-from ddpjob.local import hostpython, platform_host
+from ddpjob.local import hostpython, platform_host, refusals
 from ddpjob.local.hostpython import image_python
 
 MODULE = "ddpjob.local.dlc_host"
@@ -36,13 +33,6 @@ TOOLKITS = ("sagemaker_training", "sagemaker_pytorch_container")
 EXTRA = 'pip install "ddpjob[dlc]"'
 # The DLCs whose toolkits run on local hosts (the model-parallel one needs SageMaker's cluster).
 LOCAL_REPOSITORIES = ("pytorch-training", "huggingface-pytorch-training")
-# Launches the DLC offers that need what a machine cannot give its local hosts.
-_REFUSED = {
-    contract.SMDDP: "smdistributed.dataparallel (smddprun, "
-                                                  "SageMaker's own library on p4d/p5 hosts)",
-    contract.PYTORCH_DDP: "pytorchddp (the toolkit launches it with smddprun)",
-    contract.PYTORCH_XLA: "pytorchxla (Trainium)",
-}
 
 
 def dlc_tag(request: dict[str, Any]) -> str | None:
@@ -79,21 +69,7 @@ def request_problem(request: dict[str, Any]) -> str | None:
     if missing:
         return (f"TrainingImage is SageMaker's PyTorch container: running it locally needs its "
                 f"toolkits sagemaker-training and sagemaker-pytorch-training ({missing}): {EXTRA}")
-    kind = request["ResourceConfig"].get("InstanceType", "")
-    if kind.startswith("ml.") and re.search(r"(^|-)gpu(-|$)", tag):
-        return (f"ResourceConfig.InstanceType {kind!r} with the GPU image {tag!r}: local mode "
-                f"runs SageMaker's PyTorch container on CPU instance types (ml.m5, ml.c5, ...) or "
-                f"on instance_type 'local' / 'local_gpu'")
-    hps = request.get("HyperParameters") or {}
-    for name, what in _REFUSED.items():
-        if hps.get(name) == "true":
-            return (f"distribution {what} cannot run on this machine; use "
-                    f"{{'torch_distributed': {{'enabled': True}}}}")
-    if hps.get(contract.MPI) == "true" and request["ResourceConfig"].get(
-            "InstanceCount", 1) > 1:
-        return ("distribution 'mpi' over several hosts needs sshd on every host, which local "
-                "hosts do not run; use instance_count=1 or torch_distributed")
-    return None
+    return refusals.dlc_refusal(request, tag)
 
 
 # ------------------------------------------------------------------ the host itself

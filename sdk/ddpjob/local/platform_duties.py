@@ -16,18 +16,16 @@ host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz` under
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, storage
+from ddpjob_runtime import channels, contract, storage
 from ddpjob_runtime.environment import checkpoint_local_dir
 from ddpjob_runtime.folder_sync import FolderSync
 from ddpjob_runtime.mirrors import tensorboard_sync as tensorboard_sync_of
+from ddpjob_runtime.platform_config import ChannelSource
 
 from ddpjob.local import hostroot
-
-log = logging.getLogger(__name__)
 
 SUBMIT_DIR = contract.SUBMIT_DIRECTORY
 
@@ -63,11 +61,10 @@ def write_config(root: Path, files: dict[str, Any]) -> None:
 
 
 def stage_channels(request: dict[str, Any], root: Path) -> None:
-    """Every channel's S3Prefix into `input/data/<channel>`, relative paths kept."""
-    for channel in request.get("InputDataConfig") or []:
-        name, uri = channel["ChannelName"], channel["DataSource"]["S3DataSource"]["S3Uri"]
-        log.info("staging channel %s from %s", name, uri)
-        storage.download_prefix(uri, root / contract.DATA_DIR / name)
+    """Every channel's S3Prefix into `input/data/<channel>`, as the runtime stages a channel."""
+    channels.stage({c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
+                    for c in request.get("InputDataConfig") or []},
+                   lambda name: root / contract.DATA_DIR / name)
 
 
 def checkpoint_sync(request: dict[str, Any], root: Path) -> FolderSync:

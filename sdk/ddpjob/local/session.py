@@ -10,6 +10,7 @@ everything in it are private to the user (folders 0700, files 0600).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -23,13 +24,12 @@ from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
-from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.job_status import JobDescription
 from ddpjob.local import dlc_host, hostroot, logtail, refusals
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.jobstore import check_own_dir
 from ddpjob.local.validation import LOCAL_ROLE
 from ddpjob.naming import check_job_name
-from ddpjob.sagemaker.errors import aws_errors
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.config import Config
@@ -70,7 +70,7 @@ class LocalSession(BaseSession):
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
         if self.home.exists():  # refused before anything is written into it
             check_own_dir(self.home)
-        self._client = LocalSageMakerClient(self.home)
+        self._client = LocalSageMakerClient(self.home, aws_shaped=False)
 
     @classmethod
     def from_config(cls, config: Config) -> LocalSession:
@@ -82,11 +82,11 @@ class LocalSession(BaseSession):
         """Where this session's jobs are, for messages."""
         return f"local home {self.home}"
 
-    @property
+    @functools.cached_property
     def sagemaker_client(self) -> LocalSageMakerClient:
         """The boto3-shaped client (create/describe/stop/list training jobs), e.g. for the
         official SageMaker SDK."""
-        return self._client
+        return LocalSageMakerClient(self.home)
 
     def official_session(self) -> Any:
         """The installed official SageMaker SDK's own session (v3's
@@ -127,8 +127,7 @@ class LocalSession(BaseSession):
         What local hosts cannot do (Pipe input, manifests, model parallelism, ...) is one
         UserInputError; members with no effect on this machine are logged."""
         refusals.check_request(request)
-        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
-            return self._client.checked_request(dict(request), machine=False)
+        return self._client.checked_request(dict(request), machine=False)
 
     def submit(self, request: Mapping[str, Any], stage: Stage | None = None):
         """See `BaseSession.submit`; what `stage` writes is private to the user."""
@@ -144,50 +143,43 @@ class LocalSession(BaseSession):
     def _reserve(self, request: dict[str, Any]) -> None:
         if not dlc_host.is_dlc_request(request):  # the DLC's toolkits bring their own torch
             require_torch()
-        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
-            self._client.checked_request(request)  # and what this machine must have (GPUs)
-            self._client.reserve(request["TrainingJobName"])
+        self._client.checked_request(request)  # and what this machine must have (GPUs)
+        self._client.reserve(request["TrainingJobName"])
 
     def _release(self, job_name: str) -> None:
         self._client.release(job_name)
 
     def _schedule(self, request: dict[str, Any]) -> None:
-        with aws_errors("CreateTrainingJob", request=request, local_home=str(self.home)):
-            self._client.create_reserved(request)
+        self._client.create_reserved(request)
 
-    def _metric_series(self, job: dict[str, Any],
+    def _metric_series(self, job: JobDescription,
                        metric_names: list[str]) -> list[dict[str, Any]]:
         from ddpjob.local import metrics
 
-        start = (job.get("TrainingStartTime") or job["CreationTime"]).timestamp()
-        found = metrics.series(self.job_dir(job["TrainingJobName"]))
+        start = (job.training_start_time or job.creation_time).timestamp()
+        found = metrics.series(self.job_dir(job.name))
         return [{"timestamp": r["Timestamp"] - start, "metric_name": r["MetricName"],
                  "value": r["Value"]} for r in found if r["MetricName"] in metric_names]
 
     def _describe(self, job_name: str) -> dict[str, Any]:
-        with aws_errors("DescribeTrainingJob", job_name=job_name, local_home=str(self.home)):
-            return self._client.describe_training_job(TrainingJobName=job_name)
+        return self._client.describe_training_job(TrainingJobName=job_name)
 
     def _stop(self, job_name: str) -> None:
-        with aws_errors("StopTrainingJob", job_name=job_name, local_home=str(self.home)):
-            self._client.stop_training_job(TrainingJobName=job_name)
+        self._client.stop_training_job(TrainingJobName=job_name)
 
     def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]:
-        def done() -> bool:
-            return self._describe(job_name)["TrainingJobStatus"] in TERMINAL_STATUSES
-
-        return logtail.follow(self.log_paths(job_name), done, follow=follow)
+        return logtail.follow(self.log_paths(job_name), lambda: self.describe(job_name).is_terminal,
+                              follow=follow)
 
     def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:
         """See `BaseSession.list`."""
         jobs: list[dict[str, Any]] = []
-        with aws_errors("ListTrainingJobs", local_home=str(self.home)):
-            while max_results is None or len(jobs) < max_results:
-                page = self._client.list_training_jobs(**filters)
-                jobs += page["TrainingJobSummaries"]
-                if "NextToken" not in page:
-                    break
-                filters = {**filters, "NextToken": page["NextToken"]}
+        while max_results is None or len(jobs) < max_results:
+            page = self._client.list_training_jobs(**filters)
+            jobs += page["TrainingJobSummaries"]
+            if "NextToken" not in page:
+                break
+            filters = {**filters, "NextToken": page["NextToken"]}
         return jobs[:max_results]
 
     # --- files of a job ----------------------------------------------------------------------
@@ -201,6 +193,19 @@ class LocalSession(BaseSession):
         request = self._client.store.request(job_name)
         logs = self.job_dir(job_name) / "logs"
         return {host: logs / f"{host}.log" for host in hostroot.host_names(request)}
+
+    def cache_report(self, clear: bool = False) -> list[str]:
+        """The lines `ddpjob cache info` (`clear`: `cache clear`) prints of the jobs' cache of
+        `s3://` channel objects."""
+        from ddpjob.local.datacache import human_bytes
+        from ddpjob.local.staging import cache_of
+
+        cache = cache_of(self.home)
+        freed = [f"{cache.root}: freed {human_bytes(cache.evict(0))}"] if clear else []
+        info = cache.info()
+        return [*freed, f"{info.root}: {info.entries:,} objects, {human_bytes(info.size)} (limit "
+                f"{human_bytes(info.max_size)}); in use by running jobs: {info.in_use:,} "
+                f"objects, {human_bytes(info.in_use_size)}"]
 
     # --- what notebooks call around the estimator --------------------------------------------
 

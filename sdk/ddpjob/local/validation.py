@@ -1,11 +1,11 @@
 """Requests to the local client: botocore's own checks, then what SageMaker's server would check.
 
 Every request is checked here, whoever built it (ddpjob's estimator, the official SDK, boto3
-code). Shape errors raise `botocore.exceptions.ParamValidationError`, exactly as a boto3 client
-does before sending; content errors raise the `ClientError` (`ValidationException`) SageMaker
-would answer: the service model's own limits (`model_limits`: lengths, counts, patterns,
-enums), then what local mode needs, each in one line naming the member and what is allowed,
-before anything is written or started.
+code), and refused with an `InvalidRequestError` holding what SageMaker would answer (the
+boto3-shaped client raises that as botocore's ParamValidationError or ClientError): shape errors
+as a boto3 client finds them before sending, then the service model's own limits (`model_limits`:
+lengths, counts, patterns, enums), then what local mode needs, each in one line naming the
+member and what is allowed, before anything is written or started.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ddpjob_runtime import contract
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
 from ddpjob import backends, image_uris
+from ddpjob.errors import InvalidRequestError
 from ddpjob.local import hostkind, metrics, model_limits
 from ddpjob.request import service_model
 
@@ -27,26 +28,24 @@ HOST_MEMORY = 512 * 2**20  # what one local host needs at least: an agent and a 
 LOOPBACK_HOSTS = 254  # 127.0.0.1-254, the addresses that name hosts on this machine
 
 
-def client_error(operation: str, message: str, code: str = "ValidationException") -> Exception:
-    """The botocore ClientError SageMaker's server would raise."""
-    from botocore.exceptions import ClientError
-
-    return ClientError(
-        {"Error": {"Code": code, "Message": message},
-         "ResponseMetadata": {"HTTPStatusCode": 400}},
-        operation,
-    )  # fmt: skip
+def client_error(operation: str, message: str) -> InvalidRequestError:
+    """The refusal whose `message` is the ValidationException SageMaker's server would answer."""
+    return InvalidRequestError(
+        f"local mode rejected {operation}: {' '.join(message.split())} Change the argument it "
+        f"names", code="ValidationException", operation=operation, service_message=message)
 
 
 def check_shape(operation: str, params: dict[str, Any]) -> None:
     """Validate `params` against the operation's input shape, as boto3 does before sending."""
-    from botocore.exceptions import ParamValidationError
     from botocore.validate import ParamValidator
 
     shape = service_model().operation_model(operation).input_shape
     report = ParamValidator().validate(params, shape)
     if report.has_errors():
-        raise ParamValidationError(report=report.generate_report())
+        text = report.generate_report()
+        raise InvalidRequestError(
+            f"Invalid {operation} request, nothing was sent: {' '.join(text.split())}",
+            code="ParamValidationError", operation=operation, service_message=text)
 
 
 def check_job_name(operation: str, name: str) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ddpjob.errors import DdpjobError, UserInputError
+from ddpjob.errors import ControlPlaneError, DdpjobError, InvalidRequestError, JobNotFoundError
 
 # Error codes AWS services use for request-rate limits (botocore retries these first).
 THROTTLING_CODES = frozenset({
@@ -27,13 +27,8 @@ _NOT_FOUND_WORDS = re.compile(r"could not find|not found|does not exist", re.IGN
 _IAM_ACTION = re.compile(r"perform:\s*([\w-]+:[\w*]+)")
 
 
-class AwsError(DdpjobError):
-    """An AWS call failed; `code` is the AWS error code, `operation` the API call."""
-
-    def __init__(self, message: str, *, code: str = "", operation: str = ""):
-        super().__init__(message)
-        self.code = code
-        self.operation = operation
+#: An AWS call failed: the schedulers' own error type (`code`: the AWS error code).
+AwsError = ControlPlaneError
 
 
 class ThrottlingError(AwsError):
@@ -56,14 +51,6 @@ class UnreachableError(AwsError):
     """AWS could not be reached: no network, a proxy, or a wrong endpoint."""
 
 
-class InvalidRequestError(AwsError, UserInputError):
-    """SageMaker rejected the request's content (ValidationException)."""
-
-
-class JobNotFoundError(AwsError, UserInputError):
-    """No training job has the given name (in this account and region)."""
-
-
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -75,18 +62,15 @@ def translate_client_error(
     job_name: str | None = None,
     request: Mapping[str, Any] | None = None,
     region: str | None = None,
-    local_home: str | None = None,
 ) -> DdpjobError:
     """The ddpjob error for a botocore `ClientError` raised by `operation` (e.g. CreateTrainingJob).
 
-    `job_name`, `request` and `region` (or `local_home` for the local backend) only make the
-    message name what to change.
+    `job_name`, `request` and `region` only make the message name what to change.
     """
     response = getattr(error, "response", {}) or {}
     code = response.get("Error", {}).get("Code", "") or type(error).__name__
     aws_message = _one_line(response.get("Error", {}).get("Message", "") or str(error))
-    where = f" in {region}" if region else f" in local home {local_home}" if local_home else ""
-    control_plane = "local mode" if local_home else "SageMaker"
+    where = f" in {region}" if region else ""
     request = request or {}
     kwargs = {"code": code, "operation": operation}
 
@@ -107,7 +91,7 @@ def translate_client_error(
         if job_name:
             return JobNotFoundError(
                 f"No training job named {job_name!r}{where}: check the job name "
-                f"(`ddpjob jobs list`){'' if local_home else ' and the AWS region'}",
+                f"(`ddpjob jobs list`) and the AWS region",
                 **kwargs,
             )
         return JobNotFoundError(f"{operation}{where}: {aws_message}", **kwargs)
@@ -119,7 +103,7 @@ def translate_client_error(
                 **kwargs,
             )
         return InvalidRequestError(
-            f"{control_plane} rejected {operation}: {aws_message} Change the argument it names",
+            f"SageMaker rejected {operation}: {aws_message} Change the argument it names",
             **kwargs,
         )
     return AwsError(f"{operation} failed{where} ({code}): {aws_message}", **kwargs)
@@ -161,7 +145,6 @@ def aws_errors(
     job_name: str | None = None,
     request: Mapping[str, Any] | None = None,
     region: str | None = None,
-    local_home: str | None = None,
 ) -> Iterator[None]:
     """Raise a ddpjob error (chained to the original) for any AWS error inside the block."""
     from botocore.exceptions import (
@@ -178,7 +161,6 @@ def aws_errors(
     except ClientError as error:
         raise translate_client_error(
             error, operation=operation, job_name=job_name, request=request, region=region,
-            local_home=local_home,
         ) from error
     except ParamValidationError as error:
         # botocore checked the request against the service model before sending it.

@@ -6,22 +6,23 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from ddpjob.job_status import JobDescription
+
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 PERIOD_S = 60
 
 
-def cloudwatch_series(cloudwatch: Any, job: dict[str, Any],
+def cloudwatch_series(cloudwatch: Any, job: JobDescription,
                       metric_names: list[str]) -> list[dict[str, Any]]:
-    """`{"timestamp", "metric_name", "value"}` rows of `metric_names` of the DescribeTrainingJob
-    response `job`."""
-    start = job.get("TrainingStartTime") or job["CreationTime"]
-    end = (job.get("TrainingEndTime") or dt.datetime.now(dt.timezone.utc)) + \
+    """`{"timestamp", "metric_name", "value"}` rows of `metric_names` of `job`."""
+    start = job.training_start_time or job.creation_time
+    end = (job.training_end_time or dt.datetime.now(dt.timezone.utc)) + \
         dt.timedelta(seconds=PERIOD_S)
     rows = []
     for name in metric_names:
         points = cloudwatch.get_metric_statistics(
             Namespace=NAMESPACE, MetricName=name, StartTime=start, EndTime=end,
-            Dimensions=[{"Name": "TrainingJobName", "Value": job["TrainingJobName"]}],
+            Dimensions=[{"Name": "TrainingJobName", "Value": job.name}],
             Period=PERIOD_S, Statistics=["Average"])["Datapoints"]
         rows += [{"timestamp": (p["Timestamp"] - start).total_seconds(), "metric_name": name,
                   "value": p["Average"]} for p in sorted(points, key=lambda p: p["Timestamp"])]

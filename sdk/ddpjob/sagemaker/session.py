@@ -12,6 +12,7 @@ from ddpjob_runtime import storage
 
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
+from ddpjob.job_status import JobDescription
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
 from ddpjob.sagemaker.execution_role import caller_role
 from ddpjob.sagemaker.logs import LogPolling, follow_logs
@@ -62,6 +63,13 @@ def _partition(region: str) -> str:
 
 class Session(BaseSession):
     """Training jobs on Amazon SageMaker: SageMaker provisions the hosts, CloudWatch holds logs."""
+
+    requires_role = True
+
+    @classmethod
+    def check_role(cls, role: str) -> None:
+        """An IAM role ARN or name (UserInputError otherwise)."""
+        require_role(role)
 
     def __init__(
         self,
@@ -188,12 +196,11 @@ class Session(BaseSession):
         with aws_errors("CreateTrainingJob", request=request, region=self._region):
             self._sagemaker.create_training_job(**request)
 
-    def _metric_series(self, job: dict[str, Any],
+    def _metric_series(self, job: JobDescription,
                        metric_names: list[str]) -> list[dict[str, Any]]:
         from ddpjob.sagemaker.metrics import cloudwatch_series
 
-        name = job["TrainingJobName"]
-        with aws_errors("GetMetricStatistics", job_name=name, region=self._region):
+        with aws_errors("GetMetricStatistics", job_name=job.name, region=self._region):
             return cloudwatch_series(
                 self.boto_session.client("cloudwatch", region_name=self.region_name), job,
                 metric_names)
