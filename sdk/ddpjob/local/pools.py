@@ -257,3 +257,13 @@ def warm_pool_status(home: Path, job: str) -> dict[str, Any] | None:
     if end is not None:
         answer["ResourceRetainedBillableTimeInSeconds"] = int(max(0, (until or end) - end))
     return answer
+
+
+def summary(pool: Pool) -> dict[str, Any]:
+    """What `ddpjob pools list` and `LocalSession.warm_pools` show of a pool."""
+    expires = pool.expires_at
+    return {"Name": pool.id, "Status": pool.status, "Job": pool.job,
+            "Jobs": [j["job"] for j in pool.jobs], "InstanceType": pool.instance_type,
+            "InstanceCount": pool.instance_count, "KeepAlivePeriodInSeconds": pool.keep_alive,
+            "ExpiresInSeconds": None if expires is None else max(0, int(expires - time.time())),
+            **({"Reason": pool.reason} if pool.reason else {})}
