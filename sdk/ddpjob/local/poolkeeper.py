@@ -6,9 +6,9 @@ off before it becomes a subreaper), so it outlives the job that created it. It s
 pool's template process (`templates.Template`: torch and the runtime imported, dies with the
 keeper) and ends it — and with it every process forked from it — when the pool ends:
 its keep-alive passed while Available, a stop was asked for (`pools.stop`, SIGTERM), the pool's
-folder is gone (its home was removed), memory is short (MemAvailable below
-`DDPJOB_POOL_MIN_AVAILABLE_MB`, default the larger of 512 MiB and 5% of MemTotal), the job
-holding it lost its supervisor, or the template died.
+folder is gone (its home was removed), memory is short while it is Available
+(MemAvailable below `DDPJOB_POOL_MIN_AVAILABLE_MB`, default the larger of 512 MiB and 5% of
+MemTotal), the job holding it lost its supervisor, or the template died.
 """
 
 from __future__ import annotations
@@ -72,10 +72,11 @@ def why_end(folder: Path, template: Template, signalled: list[str]) -> str:
             return pool.stop_requested
         if time.time() >= (pool.expires_at or 0):
             return f"KeepAlivePeriodInSeconds ({pool.keep_alive} s) passed"
-    elif pool.status == pools.IN_USE and pool.supervisor_pid is not None \
+        return memory_short()  # a job that holds the pool runs on
+    if pool.status == pools.IN_USE and pool.supervisor_pid is not None \
             and not proctree.is_alive(pool.supervisor_pid):
         return f"the supervisor of job {pool.job} is gone"
-    return memory_short()
+    return ""
 
 
 def _terminated(reason: str) -> Callable[[pools.Pool], None]:
