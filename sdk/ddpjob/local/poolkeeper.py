@@ -8,7 +8,7 @@ keeper) and ends it — and with it every process forked from it — when the po
 its keep-alive passed while Available, a stop was asked for (`pools.stop`, SIGTERM), the pool's
 folder is gone (its home was removed), memory is short while it is Available
 (MemAvailable below `DDPJOB_POOL_MIN_AVAILABLE_MB`, default the larger of 512 MiB and 5% of
-MemTotal), the job holding it lost its supervisor, or the template died.
+MemTotal, for 2 s), the job holding it lost its supervisor, or the template died.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ POLL_S = 0.1
 MIN_AVAILABLE_ENV = "DDPJOB_POOL_MIN_AVAILABLE_MB"
 KEEPER_START_S = 30.0  # a new keeper names its template within this, or the job starts cold
 LEFTOVER_GRACE_S = 5.0
+MEMORY_GRACE_S = 2.0
 
 
 def _meminfo() -> dict[str, int]:
@@ -44,20 +45,33 @@ def _meminfo() -> dict[str, int]:
     return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in lines)}
 
 
-def memory_short() -> str:
-    """Why memory is too short to keep a pool warm, or "" when it is not."""
-    info = _meminfo()
-    if "MemAvailable" not in info:
-        return ""
-    bound = os.environ.get(MIN_AVAILABLE_ENV)
-    floor_mb = float(bound) if bound else max(512.0, info.get("MemTotal", 0) / 1024 * 0.05)
-    available_mb = info["MemAvailable"] / 1024
-    if available_mb >= floor_mb:
-        return ""
-    return f"memory pressure: MemAvailable {available_mb:.0f} MiB < {floor_mb:.0f} MiB"
+class MemoryWatch:
+    """Whether memory has been short for `MEMORY_GRACE_S` on end (a moment's dip, another
+    process's peak, does not end a pool)."""
+
+    def __init__(self) -> None:
+        self.short_since: float | None = None
+
+    def short(self) -> str:
+        """Why memory is too short to keep a pool warm, or "" when it is not (yet)."""
+        info = _meminfo()
+        if "MemAvailable" not in info:
+            return ""
+        bound = os.environ.get(MIN_AVAILABLE_ENV)
+        floor_mb = float(bound) if bound else max(512.0, info.get("MemTotal", 0) / 1024 * 0.05)
+        available_mb = info["MemAvailable"] / 1024
+        if available_mb >= floor_mb:
+            self.short_since = None
+            return ""
+        now = time.monotonic()
+        self.short_since = self.short_since or now
+        if now - self.short_since < MEMORY_GRACE_S:
+            return ""
+        return (f"memory pressure: MemAvailable {available_mb:.0f} MiB < {floor_mb:.0f} MiB "
+                f"for {MEMORY_GRACE_S:.0f} s")
 
 
-def why_end(folder: Path, template: Template, signalled: list[str]) -> str:
+def why_end(folder: Path, template: Template, signalled: list[str], memory: MemoryWatch) -> str:
     """Why the pool in `folder` must end now ("" while it stays)."""
     if signalled:
         return signalled[0]
@@ -72,7 +86,7 @@ def why_end(folder: Path, template: Template, signalled: list[str]) -> str:
             return pool.stop_requested
         if time.time() >= (pool.expires_at or 0):
             return f"KeepAlivePeriodInSeconds ({pool.keep_alive} s) passed"
-        return memory_short()  # a job that holds the pool runs on
+        return memory.short()  # a job that holds the pool runs on
     if pool.status == pools.IN_USE and pool.supervisor_pid is not None \
             and not proctree.is_alive(pool.supervisor_pid):
         return f"the supervisor of job {pool.job} is gone"
@@ -104,9 +118,9 @@ def main(argv: list[str] | None = None) -> None:
         pool.template_pid = template.proc.pid if template.proc else None
 
     pools.update(home, folder.name, started)
-    reason = ""
+    reason, memory = "", MemoryWatch()
     try:
-        while not (reason := why_end(folder, template, signalled)):
+        while not (reason := why_end(folder, template, signalled, memory)):
             time.sleep(POLL_S)
     finally:
         template.stop()
