@@ -238,9 +238,12 @@ def _lease(home: Path, request: dict, job_dir: Path) -> poolkeeper.Lease | None:
     """The job's warm pool when it asks for a keep-alive and its hosts run ddpjob's runtime
     forked from a template (pools hold templates); None otherwise."""
     key = pools.match_key(request)
-    if key is None or not templates_enabled():
+    if key is None:
         return None
-    if hostkind.host_command(request, job_dir, hostroot.host_names(request)[0]) is not None:
+    if not templates_enabled() or hostkind.host_command(
+            request, job_dir, hostroot.host_names(request)[0]) is not None:
+        log.warning("KeepAlivePeriodInSeconds: no warm pool for this job (its hosts run the "
+                    "image's own program, or DDPJOB_PRELOAD=0); it starts cold")
         return None
     return poolkeeper.Lease(home, request, key)
 
