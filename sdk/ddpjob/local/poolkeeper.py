@@ -71,30 +71,46 @@ class MemoryWatch:
                 f"for {MEMORY_GRACE_S:.0f} s")
 
 
-def why_end(folder: Path, template: Template, signalled: list[str], memory: MemoryWatch) -> str:
-    """Why the pool in `folder` must end now ("" while it stays)."""
+def why_end(folder: Path, template: Template, signalled: list[str],
+            memory: MemoryWatch) -> tuple[str, bool]:
+    """Why the pool in `folder` must end now ("" while it stays), and whether that holds only
+    while no job holds it (a stop, the keep-alive, memory: reasons to end an Available pool)."""
     if signalled:
-        return signalled[0]
+        return signalled[0], False
     try:
         pool = pools.read(folder)
     except (OSError, ValueError, TypeError):
-        return "its folder is gone (the home was removed)"
+        return "its folder is gone (the home was removed)", False
     if template.proc is None or template.proc.poll() is not None:
-        return "the template process exited"
+        return "the template process exited", False
     if pool.status == pools.AVAILABLE:
         if pool.stop_requested:
-            return pool.stop_requested
+            return pool.stop_requested, True
         if time.time() >= (pool.expires_at or 0):
-            return f"KeepAlivePeriodInSeconds ({pool.keep_alive} s) passed"
-        return memory.short()  # a job that holds the pool runs on
+            return f"KeepAlivePeriodInSeconds ({pool.keep_alive} s) passed", True
+        return memory.short(), True  # a job that holds the pool runs on
     if pool.status == pools.IN_USE and pool.supervisor_pid is not None \
             and not proctree.is_alive(pool.supervisor_pid):
-        return f"the supervisor of job {pool.job} is gone"
-    return ""
+        return f"the supervisor of job {pool.job} is gone", False
+    return "", False
+
+
+def _end_idle(home: Path, pool_id: str, reason: str) -> bool:
+    """Mark the pool Terminated if it is still Available (under the pools' lock, so that no job
+    claims a pool whose template is about to end); False when a job claimed it meanwhile."""
+    def change(pool: pools.Pool) -> None:
+        if pool.status == pools.AVAILABLE:
+            _terminated(reason)(pool)
+
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return pools.update(home, pool_id, change).status == pools.TERMINATED
+    return True  # the record is gone: nothing can claim the pool
 
 
 def _terminated(reason: str) -> Callable[[pools.Pool], None]:
     def change(pool: pools.Pool) -> None:
+        if pool.status == pools.TERMINATED:  # marked by `_end_idle` already
+            return
         pool.status, pool.reason, pool.terminated_at = pools.TERMINATED, reason, time.time()
         pool.supervisor_pid = None
     return change
@@ -120,7 +136,10 @@ def main(argv: list[str] | None = None) -> None:
     pools.update(home, folder.name, started)
     reason, memory = "", MemoryWatch()
     try:
-        while not (reason := why_end(folder, template, signalled, memory)):
+        while True:
+            reason, idle_only = why_end(folder, template, signalled, memory)
+            if reason and (not idle_only or _end_idle(home, folder.name, reason)):
+                break
             time.sleep(POLL_S)
     finally:
         template.stop()
