@@ -1,4 +1,5 @@
-"""`ddpjob pools list|stop [NAME|--all]`: the local home's warm pools."""
+"""`ddpjob pools list|stop [NAME|--all]`: the local home's warm pools (the backend is imported
+only when the command runs)."""
 
 from __future__ import annotations
 
