@@ -8,7 +8,6 @@ import contextlib
 import json
 import logging
 import os
-import select
 import shutil
 import signal
 import socket
@@ -181,20 +180,6 @@ class Hosts:
         for host in (h for h, code in codes.items() if code is not None):
             self.exited_at.setdefault(host, time.time())  # a killed host writes no time itself
         return codes
-
-    def wait(self, timeout_s: float) -> None:
-        """Sleep `timeout_s`, or less when a host exits meanwhile (Linux: its pidfd wakes us;
-        elsewhere the whole time)."""
-        fds: list[int] = []
-        try:
-            for proc in (p for p in self.procs.values() if p.returncode is None):
-                fds.append(os.pidfd_open(proc.pid))
-            select.select(fds, [], [], timeout_s)
-        except (AttributeError, OSError):  # no pidfd_open here, or the host is already reaped
-            time.sleep(timeout_s)
-        finally:
-            for fd in fds:
-                os.close(fd)
 
     def terminate(self) -> None:
         """Ask every host to stop (SIGTERM, which the runtime forwards to its workers)."""

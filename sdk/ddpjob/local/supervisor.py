@@ -104,7 +104,7 @@ class Supervisor:
             self.metrics.poll()
             if decision.done:
                 return
-            self.hosts.wait(POLL_S)
+            time.sleep(POLL_S)
 
     def _run_hosts(self, staged: dict[str, dict[str, object]] | None) -> None:
         """Start every host and watch them until they all ended."""
