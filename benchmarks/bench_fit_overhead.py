@@ -27,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ddpjob import LocalSession, PyTorch
 
@@ -45,11 +46,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_fit(session: LocalSession, source: Path, hosts: int, workers: int) -> float:
+def run_fit(session: LocalSession, source: Path, hosts: int, workers: int,
+            **arguments: Any) -> float:
     estimator = PyTorch(
         entry_point="noop.py", source_dir=str(source), instance_count=hosts,
         instance_type="local", session=session,
         distribution={"torch_distributed": {"enabled": True}, "processes_per_host": workers},
+        **arguments,
     )  # fmt: skip
     started = time.perf_counter()
     try:

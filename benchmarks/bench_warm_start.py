@@ -1,11 +1,12 @@
-"""How fast a local job starts when its processes are forked from the job's template.
+"""How fast a local job starts on a warm pool, and when its processes fork from a template.
 
-1. The edit-run loop: a new estimator on an edited no-op DDP script, `fit()` (1 host x 2
-   workers), against bare `torchrun --standalone --nproc_per_node=2` of the same script; the two
-   alternate (which goes first swaps every repetition). Goal: ratio <= 0.3 (needs warm pools,
-   which local jobs do not have yet: today every `fit()` starts its template cold).
-2. No-op `fit()` wall time for 1, 2, 4, 8 hosts x 2 workers, with templates (the default) and
-   without (`DDPJOB_PRELOAD=0`, every agent and worker imports torch itself), alternating.
+1. The edit-run loop: a new estimator (`keep_alive_period_in_seconds`) on an edited no-op DDP
+   script, `fit()` (1 host x 2 workers) on the warm pool the previous `fit()` left, against bare
+   `torchrun --standalone --nproc_per_node=2` of the same script; the two alternate (which goes
+   first swaps every repetition). Goal: ratio <= 0.3.
+2. No-op `fit()` wall time for 1, 2, 4, 8 hosts x 2 workers: on a warm pool, with a template
+   of the job's own (cold, the default without keep-alive) and without templates
+   (`DDPJOB_PRELOAD=0`, every agent and worker imports torch itself), in rotating order.
    Goal: 8 hosts <= 1.5x 1 host, with templates.
 
     python benchmarks/bench_warm_start.py [--reps 3] [--hosts 1 2 4 8]
@@ -23,48 +24,53 @@ from bench_fit_overhead import NOOP, run_fit, run_torchrun_standalone
 from ddpjob import LocalSession
 
 SWITCH = "DDPJOB_PRELOAD"  # ddpjob.local.templates.SWITCH_ENV, read by the supervisor
+KEEP_ALIVE_S = 600
+MODES = ("warm pool", "templates", "without")
 
 
-def _fit(session: LocalSession, source: Path, hosts: int, preload: bool, edit: int = 0) -> float:
+def _fit(session: LocalSession, source: Path, hosts: int, mode: str, edit: int = 0) -> float:
     if edit:  # the user edited the script since the last run
         (source / "noop.py").write_text(f"{NOOP}# edit {edit}\n")
-    os.environ[SWITCH] = "1" if preload else "0"
-    return run_fit(session, source, hosts=hosts, workers=2)
+    os.environ[SWITCH] = "0" if mode == "without" else "1"
+    keep = {"keep_alive_period_in_seconds": KEEP_ALIVE_S} if mode == "warm pool" else {}
+    return run_fit(session, source, hosts=hosts, workers=2, **keep)
 
 
 def edit_run_loop(session: LocalSession, source: Path, reps: int) -> None:
-    _fit(session, source, 1, True), run_torchrun_standalone(source / "noop.py", workers=2)
+    _fit(session, source, 1, "warm pool"), run_torchrun_standalone(source / "noop.py", workers=2)
     times: dict[str, list[float]] = {"fit": [], "torchrun": []}
     for rep in range(reps):
-        order = [("fit", lambda rep=rep: _fit(session, source, 1, True, edit=rep + 1)),
+        order = [("fit", lambda rep=rep: _fit(session, source, 1, "warm pool", edit=rep + 1)),
                  ("torchrun", lambda: run_torchrun_standalone(source / "noop.py", workers=2))]
         for label, run in order if rep % 2 == 0 else order[::-1]:
             times[label].append(run())
     fit, bare = statistics.median(times["fit"]), statistics.median(times["torchrun"])
-    print(f"edit-run loop, 1 host x 2 workers: fit() median {fit:.2f} s, torchrun --standalone "
-          f"median {bare:.2f} s, ratio {fit / bare:.2f} (goal <= 0.3: "
+    print(f"edit-run loop, 1 host x 2 workers, warm pool: fit() median {fit:.2f} s, torchrun "
+          f"--standalone median {bare:.2f} s, ratio {fit / bare:.2f} (goal <= 0.3: "
           f"{'met' if fit / bare <= 0.3 else 'NOT met'})")
     print(f"    fit() runs:    {', '.join(f'{t:.2f}' for t in times['fit'])}")
     print(f"    torchrun runs: {', '.join(f'{t:.2f}' for t in times['torchrun'])}")
 
 
 def host_scaling(session: LocalSession, source: Path, hosts: list[int], reps: int) -> None:
-    medians: dict[tuple[int, bool], float] = {}
+    medians: dict[tuple[int, str], float] = {}
     for count in hosts:
-        runs: dict[bool, list[float]] = {True: [], False: []}
+        _fit(session, source, count, "warm pool")  # leaves the pool the measured runs reuse
+        runs: dict[str, list[float]] = {mode: [] for mode in MODES}
         for rep in range(reps):
-            for preload in (True, False) if rep % 2 == 0 else (False, True):
-                runs[preload].append(_fit(session, source, count, preload))
-        for preload, times in runs.items():
-            medians[count, preload] = statistics.median(times)
-        print(f"{count} host(s) x 2 workers: templates {medians[count, True]:.2f} s "
-              f"({', '.join(f'{t:.2f}' for t in runs[True])}), without "
-              f"{medians[count, False]:.2f} s ({', '.join(f'{t:.2f}' for t in runs[False])})")
+            for mode in MODES[rep % 3:] + MODES[:rep % 3]:
+                runs[mode].append(_fit(session, source, count, mode))
+        for mode, times in runs.items():
+            medians[count, mode] = statistics.median(times)
+        print(f"{count} host(s) x 2 workers: " + "; ".join(
+            f"{mode} {medians[count, mode]:.2f} s ({', '.join(f'{t:.2f}' for t in runs[mode])})"
+            for mode in MODES))
     first, last = hosts[0], hosts[-1]
-    for preload, label in ((True, "templates"), (False, "without")):
-        ratio = medians[last, preload] / medians[first, preload]
-        goal = f" (goal <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'})" if preload else ""
-        print(f"{label}: {last} hosts / {first} host = {ratio:.2f}{goal}")
+    for mode in MODES:
+        ratio = medians[last, mode] / medians[first, mode]
+        goal = f" (goal <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'})" \
+            if mode == "templates" else ""
+        print(f"{mode}: {last} hosts / {first} host = {ratio:.2f}{goal}")
 
 
 def main() -> None:
@@ -82,6 +88,8 @@ def main() -> None:
               f"{args.reps} repetitions each, no-op DDP script")
         edit_run_loop(session, source, args.reps)
         host_scaling(session, source, args.hosts, args.reps)
+        for pool in session.warm_pools():  # no keeper outlives the benchmark's home
+            session.stop_warm_pool(pool["Name"])
         print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

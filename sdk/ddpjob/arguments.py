@@ -232,7 +232,9 @@ ROWS: tuple[Argument, ...] = FIELDS + (
     _member("volume_kms_key", "ResourceConfig.VolumeKmsKeyId", _str("volume_kms_key"),
             NO_EFFECT),
     _member("keep_alive_period_in_seconds", "ResourceConfig.KeepAlivePeriodInSeconds",
-            _optional_int("keep_alive_period_in_seconds", low=0, high=3600), NO_EFFECT),
+            _optional_int("keep_alive_period_in_seconds", low=0, high=3600),
+            "honoured: the job's hosts stay warm that long for the next matching job (warm "
+            "pools)"),
     _member("instance_groups", "ResourceConfig.InstanceGroups", _instance_groups,
             "refused: local mode runs one group (instance_type, instance_count)"),
     _member("output_kms_key", "OutputDataConfig.KmsKeyId", _str("output_kms_key"), NO_EFFECT),

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ddpjob import backends
+from ddpjob import backends, pools_cli
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
 from ddpjob.errors import (
     ControlPlaneError,
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                                             "under the local home (limit: DDPJOB_CACHE_MAX_GB).")
     cache.add_argument("cache_command", choices=("info", "clear"))
     cache.add_argument("--config", help=_CONFIG_HELP)
+    pools_cli.add_parser(commands, _CONFIG_HELP)
     return parser
 
 
@@ -322,7 +323,7 @@ def _cache(args: argparse.Namespace, config: Config) -> int:
 
 
 _COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download,
-             "cache": _cache}
+             "cache": _cache, "pools": pools_cli.run}
 
 
 def _error(message: str, *, bad_input: bool = False) -> None:

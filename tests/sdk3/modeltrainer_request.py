@@ -52,7 +52,8 @@ def main() -> None:
         training_image=image, role=ROLE, base_job_name=config.get("base_job_name", "mt"),
         source_code=SourceCode(source_dir=config["source_dir"], entry_script="train.py",
                                requirements=config.get("requirements")),
-        compute=Compute(instance_type="ml.m5.xlarge", instance_count=config["instance_count"]),
+        compute=Compute(instance_type="ml.m5.xlarge", instance_count=config["instance_count"],
+                        keep_alive_period_in_seconds=config.get("keep_alive")),
         distributed=Torchrun(process_count_per_node=config["processes"])
         if config["processes"] else None,
         hyperparameters=config.get("hyperparameters") or {},

@@ -72,11 +72,13 @@ def _source(tmp_path: Path) -> Path:
 
 
 def modeltrainer_request(sdk3_python: Path, bucket: str, source: Path, hosts: int = 2,
-                         processes: int | None = 2, **hyperparameters: Any) -> dict[str, Any]:
+                         processes: int | None = 2, keep_alive: int | None = None,
+                         **hyperparameters: Any) -> dict[str, Any]:
     """The CreateTrainingJob request a ModelTrainer (by default 2 hosts x 2 torchrun
-    processes; `processes=None`: no `distributed`) sends."""
+    processes; `processes=None`: no `distributed`; `keep_alive`: Compute's
+    keep_alive_period_in_seconds) sends."""
     config = {"bucket": bucket, "source_dir": str(source), "instance_count": hosts,
-              "processes": processes,
+              "processes": processes, "keep_alive": keep_alive,
               "requirements": "requirements.txt", "hyperparameters": hyperparameters,
               "checkpoint_uri": f"s3://{bucket}/ckpt/run-1", "data_uri": f"s3://{bucket}/data"}
     done = subprocess.run([str(sdk3_python), str(CAPTURE), json.dumps(config)],
@@ -158,6 +160,16 @@ def test_a_modeltrainer_request_runs_through_its_drivers_on_two_local_hosts(
         assert re.search(r"rank 0/4 host algo-1 step 5 ", logs), logs
         assert_no_processes(session.home)
     assert _opt_ml() == machine_opt_ml
+
+
+def test_computes_keep_alive_reaches_the_request_and_the_local_client_takes_it(
+    sdk3_python: Path, data: str, tmp_path: Path
+) -> None:
+    sent = modeltrainer_request(sdk3_python, data, _source(tmp_path), keep_alive=120)
+    assert sent["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 120
+    checked = LocalSession(tmp_path / "home").sagemaker_client.checked_request(
+        _renamed(sent, "mt-warm", "local"), machine=False)
+    assert checked["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 120
 
 
 def test_without_distributed_the_basic_script_driver_runs_the_script(

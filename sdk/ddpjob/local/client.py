@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError
-from ddpjob.local import gpus, metrics, proctree, responses, validation
+from ddpjob.local import gpus, metrics, pools, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.request import service_model
@@ -152,6 +152,8 @@ class LocalSageMakerClient:
         response = responses.describe(self.store.request(name), state)
         if final := metrics.final_metric_data(self.store.job_dir(name)):
             response["FinalMetricDataList"] = final
+        if warm := pools.warm_pool_status(self.store.home, name):
+            response["WarmPoolStatus"] = warm
         return {**response, **copy.deepcopy(_OK)}
 
     @_boto3_api
@@ -172,6 +174,18 @@ class LocalSageMakerClient:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)  # it also polls the state; the signal saves time
         return copy.deepcopy(_OK)
+
+    @_boto3_api
+    def update_training_job(self, **kwargs: Any) -> dict[str, Any]:
+        """Change the keep-alive of the warm pool the job holds or left (UpdateTrainingJob with
+        `ResourceConfig.KeepAlivePeriodInSeconds`; 0 ends the pool)."""
+        validation.check_shape("UpdateTrainingJob", kwargs)
+        name = self._known(kwargs["TrainingJobName"], "UpdateTrainingJob")
+        seconds = (kwargs.get("ResourceConfig") or {}).get("KeepAlivePeriodInSeconds")
+        if seconds is not None and not pools.set_keep_alive(self.store.home, name, seconds):
+            raise validation.client_error(
+                "UpdateTrainingJob", f"The training job {name} has no warm pool to update.")
+        return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
 
     @_boto3_api
     def list_training_jobs(self, **kwargs: Any) -> dict[str, Any]:

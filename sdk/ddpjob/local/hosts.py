@@ -20,6 +20,7 @@ from typing import Any
 from ddpjob_runtime import contract, processes
 
 from ddpjob.local import failure_cause, gpus, hostkind, hostroot, proctree, sandbox, staging
+from ddpjob.local.poolkeeper import Lease
 from ddpjob.local.templates import Template
 from ddpjob.local.templates import enabled as templates_enabled
 
@@ -62,7 +63,8 @@ def read_status(path: Path) -> dict[str, Any]:
 class Hosts:
     """The host processes of the job in `job_dir`, as asked for by `request`."""
 
-    def __init__(self, request: dict[str, Any], job_dir: Path):
+    def __init__(self, request: dict[str, Any], job_dir: Path,
+                 template: Template | Lease | None = None):
         self.request, self.job_dir = request, job_dir
         self.names = hostroot.host_names(request)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -71,7 +73,8 @@ class Hosts:
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
-        self.template = Template(job_dir, job_dir / "logs" / "template.log")
+        # the job's own template, or the warm pool's it holds (`poolkeeper.Lease`)
+        self.template = template or Template(job_dir, job_dir / "logs" / "template.log")
 
     def _env(self, root: Path, gpu_ids: list[str]) -> dict[str, str]:
         env = dict(os.environ)

@@ -154,6 +154,14 @@ class JobState:
         self.last_modified_time = now
         return True
 
+    def note_start(self, message: str) -> bool:
+        """Say `message` (the job starts on a warm pool) on the current Starting entry of the
+        history. False in any other status."""
+        if self.status is not S.STARTING:
+            return False
+        self.transitions[-1]["StatusMessage"] = message
+        return True
+
     def with_lost_supervisor(self, log_path: str) -> JobState:
         """What this running job is once its supervisor is gone (a copy: readers never write).
 

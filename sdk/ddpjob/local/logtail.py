@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 POLL_S = 0.2
+FIRST_POLL_S = 0.02  # after a line: a job's end often follows its last lines closely
 
 
 class Tail:
@@ -44,9 +45,11 @@ def follow(
     """Yield `(host, line)` from each host's log file.
 
     Without `follow`, what is there now; with it, keep polling until `is_done()` says the writers
-    have ended, then drain what is left.
+    have ended, then drain what is left. The poll starts at `FIRST_POLL_S` after each line and
+    doubles up to `poll_s` while nothing comes.
     """
     tails = {host: Tail(path) for host, path in paths.items()}
+    wait_s = min(FIRST_POLL_S, poll_s)
     try:
         while True:
             done = not follow or is_done()  # asked before reading: nothing is written after
@@ -57,8 +60,11 @@ def follow(
                     yield host, line
             if done:
                 return
-            if not got:
-                time.sleep(poll_s)
+            if got:
+                wait_s = min(FIRST_POLL_S, poll_s)
+            else:
+                time.sleep(wait_s)
+                wait_s = min(wait_s * 2, poll_s)
     finally:
         for tail in tails.values():
             tail.close()

@@ -25,7 +25,7 @@ from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription
-from ddpjob.local import dlc_host, hostroot, logtail, refusals
+from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.jobstore import check_own_dir
 from ddpjob.local.validation import LOCAL_ROLE
@@ -81,6 +81,19 @@ class LocalSession(BaseSession):
     def where(self) -> str:
         """Where this session's jobs are, for messages."""
         return f"local home {self.home}"
+
+    def warm_pools(self) -> list[dict[str, Any]]:
+        """This home's warm pools (`keep_alive_period_in_seconds`), oldest first: name, status
+        (InUse, Available, Terminated), the jobs that ran on it, seconds until it expires."""
+        return [pools.summary(pool) for pool in pools.pools(self.home)]
+
+    def stop_warm_pool(self, name: str) -> None:
+        """End warm pool `name` (`ddpjob pools stop`): at once when Available, when its job
+        ends when in use."""
+        try:
+            pools.stop(self.home, name)
+        except KeyError:
+            raise UserInputError(f"no warm pool named {name!r} in {self.where}") from None
 
     @functools.cached_property
     def sagemaker_client(self) -> LocalSageMakerClient:

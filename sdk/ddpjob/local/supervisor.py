@@ -22,11 +22,12 @@ from pathlib import Path
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, hostkind, metrics, staging
+from ddpjob.local import failure_cause, hostkind, hostroot, metrics, poolkeeper, pools, staging
 from ddpjob.local.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.hosts import Hosts
-from ddpjob.local.jobstate import JobState
+from ddpjob.local.jobstate import MESSAGES, JobState
 from ddpjob.local.jobstore import JobStore
+from ddpjob.local.templates import enabled as templates_enabled
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -41,7 +42,8 @@ class Supervisor:
         self.store, self.name = store, name
         self.job_dir = store.job_dir(name)
         self.request = store.request(name)
-        self.hosts = Hosts(self.request, self.job_dir)
+        self.lease = _lease(store.home, self.request, self.job_dir)
+        self.hosts = Hosts(self.request, self.job_dir, self.lease)
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
         self.internal_error: str | None = None
@@ -183,9 +185,27 @@ class Supervisor:
             return None
         return staging.stage_job(self.store.home, self.job_dir, self.request, self.hosts.names)
 
+    def _acquire_pool(self) -> None:
+        """Claim a matching warm pool (the history says so) or start a new one."""
+        if self.lease is None:
+            return
+        try:
+            self.lease.acquire()
+        except Exception:  # noqa: BLE001 - the job still runs, with a template of its own
+            log.exception("no warm pool: the job starts its own template")
+            self.lease, self.hosts = None, Hosts(self.request, self.job_dir)
+            return
+        if self.lease.reused_from:
+            message = (f"{MESSAGES[SecondaryStatus.STARTING]}: reusing the warm pool "
+                       f"{self.lease.pool_id} of training job {self.lease.reused_from}")
+            self._update(lambda s: s.note_start(message))
+
     def run(self) -> None:
         """Run the job to its end; the final status is on disk when this returns."""
-        processes.become_subreaper()
+        try:
+            self._acquire_pool()
+        finally:
+            processes.become_subreaper()  # after the pool's keeper was forked off
         try:
             if self._observe().stop_requested:  # stopped before it started
                 self._apply(Decision(end=EndCause.STOP_REQUESTED), {})
@@ -205,11 +225,27 @@ class Supervisor:
             try:
                 self.hosts.end_all()
                 staging.release(self.store.home, self.job_dir, self.hosts.names)
+                if self.lease is not None:  # before the end shows: the next job may claim it
+                    self.lease.release(self.internal_error or "")
             except Exception:  # noqa: BLE001 - the final status must still be written
                 log.exception("cleanup error")
             self.metrics.poll(final=True)
             self.metrics.close()
             self._finish()
+
+
+def _lease(home: Path, request: dict, job_dir: Path) -> poolkeeper.Lease | None:
+    """The job's warm pool when it asks for a keep-alive and its hosts run ddpjob's runtime
+    forked from a template (pools hold templates); None otherwise."""
+    key = pools.match_key(request)
+    if key is None:
+        return None
+    if not templates_enabled() or hostkind.host_command(
+            request, job_dir, hostroot.host_names(request)[0]) is not None:
+        log.warning("KeepAlivePeriodInSeconds: no warm pool for this job (its hosts run the "
+                    "image's own program, or DDPJOB_PRELOAD=0); it starts cold")
+        return None
+    return poolkeeper.Lease(home, request, key)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,223 @@
+"""The keeper of one warm pool (`python -m ddpjob.local.poolkeeper <home>/pools/<id>`), and the
+lease a job's supervisor holds on a pool.
+
+The keeper runs in its own session, outside every job's process tree (the supervisor forks it
+off before it becomes a subreaper), so it outlives the job that created it. It starts the
+pool's template process (`templates.Template`: torch and the runtime imported, dies with the
+keeper) and ends it — and with it every process forked from it — when the pool ends:
+its keep-alive passed while Available, a stop was asked for (`pools.stop`, SIGTERM), the pool's
+folder is gone (its home was removed), memory is short while it is Available
+(MemAvailable below `DDPJOB_POOL_MIN_AVAILABLE_MB`, default the larger of 512 MiB and 5% of
+MemTotal, for 2 s), the job holding it lost its supervisor, or the template died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ddpjob.local import pools, proctree
+from ddpjob.local.templates import Template
+
+log = logging.getLogger("ddpjob.local.poolkeeper")
+
+POLL_S = 0.1
+MIN_AVAILABLE_ENV = "DDPJOB_POOL_MIN_AVAILABLE_MB"
+KEEPER_START_S = 30.0  # a new keeper names its template within this, or the job starts cold
+LEFTOVER_GRACE_S = 5.0
+MEMORY_GRACE_S = 2.0
+
+
+def _meminfo() -> dict[str, int]:
+    """/proc/meminfo's fields in KiB ({} where there is none)."""
+    try:
+        lines = Path("/proc/meminfo").read_text().splitlines()
+    except OSError:
+        return {}
+    return {k: int(v.split()[0]) for k, v in (line.split(":", 1) for line in lines)}
+
+
+class MemoryWatch:
+    """Whether memory has been short for `MEMORY_GRACE_S` on end (a moment's dip, another
+    process's peak, does not end a pool)."""
+
+    def __init__(self) -> None:
+        self.short_since: float | None = None
+
+    def short(self) -> str:
+        """Why memory is too short to keep a pool warm, or "" when it is not (yet)."""
+        info = _meminfo()
+        if "MemAvailable" not in info:
+            return ""
+        bound = os.environ.get(MIN_AVAILABLE_ENV)
+        floor_mb = float(bound) if bound else max(512.0, info.get("MemTotal", 0) / 1024 * 0.05)
+        available_mb = info["MemAvailable"] / 1024
+        if available_mb >= floor_mb:
+            self.short_since = None
+            return ""
+        now = time.monotonic()
+        self.short_since = self.short_since or now
+        if now - self.short_since < MEMORY_GRACE_S:
+            return ""
+        return (f"memory pressure: MemAvailable {available_mb:.0f} MiB < {floor_mb:.0f} MiB "
+                f"for {MEMORY_GRACE_S:.0f} s")
+
+
+def why_end(folder: Path, template: Template, signalled: list[str],
+            memory: MemoryWatch) -> tuple[str, bool]:
+    """Why the pool in `folder` must end now ("" while it stays), and whether that holds only
+    while no job holds it (a stop, the keep-alive, memory: reasons to end an Available pool)."""
+    if signalled:
+        return signalled[0], False
+    try:
+        pool = pools.read(folder)
+    except (OSError, ValueError, TypeError):
+        return "its folder is gone (the home was removed)", False
+    if template.proc is None or template.proc.poll() is not None:
+        return "the template process exited", False
+    if pool.status == pools.AVAILABLE:
+        if pool.stop_requested:
+            return pool.stop_requested, True
+        if time.time() >= (pool.expires_at or 0):
+            return f"KeepAlivePeriodInSeconds ({pool.keep_alive} s) passed", True
+        return memory.short(), True  # a job that holds the pool runs on
+    if pool.status == pools.IN_USE and pool.supervisor_pid is not None \
+            and not proctree.is_alive(pool.supervisor_pid):
+        return f"the supervisor of job {pool.job} is gone", False
+    return "", False
+
+
+def _end_idle(home: Path, pool_id: str, reason: str) -> bool:
+    """Mark the pool Terminated if it is still Available (under the pools' lock, so that no job
+    claims a pool whose template is about to end); False when a job claimed it meanwhile."""
+    def change(pool: pools.Pool) -> None:
+        if pool.status == pools.AVAILABLE:
+            _terminated(reason)(pool)
+
+    with contextlib.suppress(OSError, ValueError, TypeError):
+        return pools.update(home, pool_id, change).status == pools.TERMINATED
+    return True  # the record is gone: nothing can claim the pool
+
+
+def _terminated(reason: str) -> Callable[[pools.Pool], None]:
+    def change(pool: pools.Pool) -> None:
+        if pool.status == pools.TERMINATED:  # marked by `_end_idle` already
+            return
+        pool.status, pool.reason, pool.terminated_at = pools.TERMINATED, reason, time.time()
+        pool.supervisor_pid = None
+    return change
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m ddpjob.local.poolkeeper POOL_FOLDER`: keep the pool until it ends."""
+    folder = Path((sys.argv[1:] if argv is None else argv)[0]).absolute()
+    home = folder.parent.parent
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s poolkeeper %(message)s")
+    signalled: list[str] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: signalled.append(
+            pools.read(folder).stop_requested if (folder / pools.RECORD).exists() else "stopped"))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    template = Template(folder, folder / "template.log")
+    name = template.start()
+
+    def started(pool: pools.Pool) -> None:
+        pool.keeper_pid, pool.template = os.getpid(), name
+        pool.template_pid = template.proc.pid if template.proc else None
+
+    pools.update(home, folder.name, started)
+    reason, memory = "", MemoryWatch()
+    try:
+        while True:
+            reason, idle_only = why_end(folder, template, signalled, memory)
+            if reason and (not idle_only or _end_idle(home, folder.name, reason)):
+                break
+            time.sleep(POLL_S)
+    finally:
+        template.stop()
+        log.info("pool %s ended: %s", folder.name, reason)
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            pools.update(home, folder.name, _terminated(reason or "the keeper failed"))
+
+
+def spawn(folder: Path) -> None:
+    """Start the keeper of the pool in `folder`, outside this process's tree: the child that
+    starts it exits at once, so the keeper is nobody's below us (fork this before becoming a
+    subreaper)."""
+    out = os.open(folder / "keeper.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            subprocess.Popen([sys.executable, "-m", pools.KEEPER_MODULE, str(folder)],
+                             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                             start_new_session=True)  # fmt: skip
+        finally:
+            os._exit(0)
+    os.close(out)
+    os.waitpid(pid, 0)
+
+
+class Lease:
+    """A job's hold on a warm pool; to `hosts.Hosts` it is the job's template (`start`,
+    `command`, `stop`, `name`)."""
+
+    def __init__(self, home: Path, request: dict[str, Any], key: str):
+        self.home, self.request, self.key = home, request, key
+        self.job = request["TrainingJobName"]
+        self.pool_id = ""
+        self.reused_from = ""  # the job whose pool this job reuses ("" when started cold)
+        self.name = ""
+
+    def acquire(self) -> None:
+        """Claim a matching Available pool, else create one and start its keeper (call it
+        before the supervisor becomes a subreaper)."""
+        pool = pools.claim(self.home, self.key, self.job, os.getpid())
+        if pool is not None:
+            self.pool_id, self.reused_from, self.name = pool.id, pool.jobs[-2]["job"], pool.template
+            return
+        folder = pools.create(self.home, self.request, self.key, os.getpid())
+        self.pool_id = folder.name
+        spawn(folder)
+
+    def start(self) -> str:
+        """The template's name, once the pool's keeper started it."""
+        deadline = time.monotonic() + KEEPER_START_S
+        while not self.name and time.monotonic() < deadline:
+            pool = pools.read(self.home / "pools" / self.pool_id)
+            if pool.template or pool.status == pools.TERMINATED:
+                self.name = pool.template
+                break
+            time.sleep(0.01)
+        if not self.name:
+            raise RuntimeError(f"the keeper of warm pool {self.pool_id} did not start")
+        return self.name
+
+    command = Template.command
+
+    def stop(self) -> None:
+        """The job's hosts ended: end what is left of the processes forked for them (the pool
+        and its template stay)."""
+        template_pid = pools.read(self.home / "pools" / self.pool_id).template_pid
+        deadline = time.monotonic() + LEFTOVER_GRACE_S
+        while template_pid and (left := proctree.descendants(template_pid)):
+            proctree.signal_all(left, signal.SIGKILL if time.monotonic() > deadline
+                                else signal.SIGTERM)  # fmt: skip
+            time.sleep(0.05)
+
+    def release(self, end_reason: str = "") -> None:
+        """The job ended: the pool stays warm for the job's keep-alive (or ends: `end_reason`)."""
+        if self.pool_id:
+            pools.release(self.home, self.pool_id, self.job, pools.keep_alive(self.request),
+                          end_reason)
+
+
+if __name__ == "__main__":
+    main()
