@@ -231,6 +231,45 @@ def test_a_failure_and_a_stop_reach_the_sdk(
     assert no_account == []
 
 
+def test_a_keep_alive_job_leaves_a_warm_pool_that_the_sdks_update_ends(
+    sdk_offline: Any, no_account: list[str], local_session: LocalSession, source_dir: Path
+) -> None:
+    """`keep_alive_period_in_seconds` through the official SDK: the ended job's description
+    answers WarmPoolStatus Available, and `Session.update_training_job(resource_config=
+    {"KeepAlivePeriodInSeconds": 0})` ends the pool (Terminated, no process left); a job with no
+    pool is refused as SageMaker refuses it."""
+    session = local_session.official_session()
+    job_arguments = {"instance_count": 1, "distribution": {"torch_distributed": {"enabled": True}},
+                     "hyperparameters": {"expected-world-size": 1, "tag": "warm", "steps": 1}}
+    estimator = _estimator(session, source_dir, keep_alive_period_in_seconds=600, **job_arguments)
+    estimator.fit(wait=False)
+    name = estimator.latest_training_job.name
+
+    def pool_status() -> str:
+        return session.describe_training_job(name)["WarmPoolStatus"]["Status"]
+
+    try:
+        job = wait_until_ended(local_session, name)
+        assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+        assert wait_for(lambda: pool_status() == "Available", 60, "the pool to be available")
+        session.update_training_job(name, resource_config={"KeepAlivePeriodInSeconds": 0})
+        wait_for(lambda: pool_status() == "Terminated", 60, "the pool to end")
+    finally:  # whatever happened, no pool outlives the test
+        for pool in local_session.warm_pools():
+            if pool["Status"] != "Terminated":
+                local_session.stop_warm_pool(pool["Name"])
+    assert_no_processes(local_session.home)
+
+    cold = _estimator(session, source_dir, **job_arguments)
+    cold.fit(wait=False)
+    other = cold.latest_training_job.name
+    assert wait_until_ended(local_session, other)["TrainingJobStatus"] == "Completed"
+    assert "WarmPoolStatus" not in session.describe_training_job(other)
+    with pytest.raises(ClientError, match="has no warm pool"):
+        session.update_training_job(other, resource_config={"KeepAlivePeriodInSeconds": 0})
+    assert no_account == []
+
+
 @pytest.mark.parametrize(("change", "expected"), [
     ({"instance_type": "ml.g5.xlarge"}, "InstanceType 'ml.g5.xlarge' cannot run in local mode"),
     ({"image_uri": None, "framework_version": "2.8.0", "py_version": "py312",
