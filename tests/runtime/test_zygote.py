@@ -173,3 +173,15 @@ def test_a_forked_process_runs_in_its_clients_mount_namespace(
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
                           check=True)
     assert done.stdout.split() == ["this", "host's", "/opt/ml", "0", "/opt/ml"]
+
+
+def test_the_clients_request_is_the_json_the_template_reads() -> None:
+    """The client encodes its request without the json module (its import would double the
+    client's start): the same text json.dumps writes, for any string the environment holds."""
+    from ddpjob_runtime import forkrun
+
+    odd = ["plain", 'quo"te\\back', "tab\tnew\nline", "ünï €", "\udcff surrogate-escaped", ""]
+    env = {name: value for name, value in zip(odd, reversed(odd), strict=True)}
+    message = forkrun.request_message(odd, env, "/opt/ml/code")
+    assert message == json.dumps({"argv": odd, "env": env, "cwd": "/opt/ml/code"}).encode()
+    assert json.loads(message) == {"argv": odd, "env": env, "cwd": "/opt/ml/code"}
