@@ -185,3 +185,22 @@ def test_the_clients_request_is_the_json_the_template_reads() -> None:
     message = forkrun.request_message(odd, env, "/opt/ml/code")
     assert message == json.dumps({"argv": odd, "env": env, "cwd": "/opt/ml/code"}).encode()
     assert json.loads(message) == {"argv": odd, "env": env, "cwd": "/opt/ml/code"}
+
+
+def test_the_client_run_by_path_needs_neither_site_nor_pythonpath(
+    template: Template, tmp_path: Path
+) -> None:
+    """`forkrun.command()` (what local jobs run: `python -I -S .../forkrun.py`) finds its own
+    package beside the file and is served like `python -m ddpjob_runtime.forkrun`."""
+    from ddpjob_runtime import forkrun
+
+    code = _module(tmp_path, "probe", PROBE)
+    env = _env(template, MINE="x")
+    env.pop("PYTHONPATH")
+    command = forkrun.command("probe")
+    assert command[1:3] == ["-I", "-S"]
+    done = subprocess.run([*command, "a b", "c"], cwd=code, env=env, input="in",
+                          capture_output=True, text=True, timeout=120, check=True)
+    seen = json.loads(done.stdout)
+    assert seen["argv"] == [str(code / "probe.py"), "a b", "c"] and seen["mine"] == "x"
+    assert "ddpjob_runtime.zygote" in seen["parent"] and seen["torch"]
