@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import os
 import socket
 import sys
 import time
@@ -34,6 +35,8 @@ LEAVE_WAIT_S = 30.0
 _CLIENT_TIMEOUT = datetime.timedelta(seconds=5)
 _DEFAULT_TIMEOUT = datetime.timedelta(seconds=300)
 _servers: list[dist.TCPStore] = []  # kept alive until this agent leaves
+_TORCHRUN_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher",
+                     "torch.distributed.run")
 
 
 def _listening_socket(host: str, port: int) -> socket.socket:
@@ -149,9 +152,21 @@ def _say_left(host: str, port: int) -> None:
         dist.TCPStore(host, port, is_master=False, timeout=_CLIENT_TIMEOUT).add(LEFT_KEY, 1)
 
 
+def _take_log_level() -> None:
+    """torchrun's modules set their loggers' level from `LOGLEVEL` when imported: in the job's
+    template (which preloads them) that was before this host's environment was known. Set it
+    again, as their import here would have (default WARNING)."""
+    level = os.environ.get("LOGLEVEL", "WARNING")
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if name.startswith(_TORCHRUN_LOGGERS) and isinstance(logger, logging.Logger) and \
+                logger.level != logging.NOTSET:
+            logger.setLevel(level)
+
+
 def main(argv: list[str]) -> int:
     """Run torchrun with `argv`; the exit code (1 when a worker failed, as torchrun)."""
-    dist.TCPStore = BoundTCPStore  # before torchrun's modules import the name
+    dist.TCPStore = BoundTCPStore  # before torchrun's modules use the name
+    _take_log_level()
     from torch.distributed import run
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError

@@ -7,8 +7,6 @@ host phases, the job-name pattern and SageMaker's limits.
 
 from __future__ import annotations
 
-import re
-
 # ---------------------------------------------------------------- job root and its files
 DEFAULT_ROOT = "/opt/ml"
 INPUT_DIR, CONFIG_DIR, DATA_DIR = "input", "input/config", "input/data"
@@ -75,6 +73,17 @@ REPORTED_PHASES = HOST_PHASES[1:4]  # the ones the runtime writes to its status 
 
 # ---------------------------------------------------------------- names and limits
 MAX_JOB_NAME = 63
-JOB_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+JOB_NAME_REGEX = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 MAX_HYPERPARAMETERS, MAX_HYPERPARAMETER_NAME, MAX_HYPERPARAMETER_VALUE = 100, 256, 2500
 MAX_RESTARTS_LIMIT = 100
+
+
+def __getattr__(name: str) -> object:
+    """`JOB_NAME_PATTERN`: `JOB_NAME_REGEX` compiled on first use, so that the processes that
+    import this module and need no `re` (`forkrun`'s clients, several per host) start without."""
+    if name != "JOB_NAME_PATTERN":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import re
+
+    globals()[name] = pattern = re.compile(JOB_NAME_REGEX)
+    return pattern

@@ -12,25 +12,37 @@ bootstrap) supervises, stops and kills it as it would the real process. When the
 
 Where no template is named (`DDPJOB_ZYGOTE` unset) or it cannot serve, the client becomes
 `python -m MODULE` itself (exec), as without templates.
+
+A job starts about four clients per host, so the client is cheap to start: `command()` runs
+this file by path in an isolated interpreter without `site` (`-I -S`: the venv's `.pth` hooks
+alone cost more than the client's work), and it imports neither `socket`, `signal` nor `json` (their
+enum classes and `re` double its start) but their C modules.
 """
 
 from __future__ import annotations
 
-import contextlib
+import _signal
+import _socket
 import ctypes
-import json
 import os
-import resource
-import signal
-import socket
+import struct
 import sys
+from _json import encode_basestring_ascii as _quoted  # json's own, without json's `re`
 
-from ddpjob_runtime import contract
+if not __package__:  # run by path (`command()`): the package is the folder above this file
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from ddpjob_runtime import contract  # noqa: E402
 
-_RELAYED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
-            signal.SIGUSR2)
+_RELAYED = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGUSR1,
+            _signal.SIGUSR2)
 _MAX_MESSAGE = 1 << 16
 _PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2
+
+
+def command(module: str) -> list[str]:
+    """The command line of a client that runs `python -m module` forked from the template
+    (arguments may follow)."""
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), module]
 
 
 def address(name: str) -> str:
@@ -38,12 +50,21 @@ def address(name: str) -> str:
     return "\0" + name[1:] if name.startswith("@") else name
 
 
+def request_message(argv: list[str], env: dict[str, str], cwd: str) -> bytes:
+    """What the client sends the template: `json.dumps({"argv", "env", "cwd"})`, encoded."""
+    def strings(items: list[str]) -> str:
+        return ", ".join(map(_quoted, items))
+
+    pairs = ", ".join(f"{_quoted(k)}: {_quoted(v)}" for k, v in env.items())
+    return f'{{"argv": [{strings(argv)}], "env": {{{pairs}}}, "cwd": {_quoted(cwd)}}}'.encode()
+
+
 def _exec_here(argv: list[str]) -> None:
     os.execv(sys.executable, [sys.executable, "-m", *argv])
 
 
-def _connect(name: str) -> socket.socket | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+def _connect(name: str) -> _socket.socket | None:
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     try:
         sock.connect(address(name))
     except OSError:
@@ -59,19 +80,21 @@ def _die_with_launcher() -> None:
     chosen = ctypes.c_int(0)
     if libc.prctl(_PR_GET_PDEATHSIG, ctypes.byref(chosen), 0, 0, 0) == 0 and not chosen.value:
         launcher = os.getppid()
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(_PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
         if os.getppid() != launcher:
-            os._exit(128 + signal.SIGKILL)
+            os._exit(128 + _signal.SIGKILL)
 
 
 def _exit_as(status: int) -> None:
     """Exit as the child did (`status` from waitpid): its code, or killed by its signal."""
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
+        import resource  # only on this path
+
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the child dumped already, if at all
-        if signum not in (signal.SIGKILL, signal.SIGSTOP):
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+        if signum not in (_signal.SIGKILL, _signal.SIGSTOP):
+            _signal.signal(signum, _signal.SIG_DFL)
+        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [signum])
         os.kill(os.getpid(), signum)
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
@@ -90,21 +113,24 @@ def run(argv: list[str]) -> None:
         if not child:
             pending.append(signum)
             return
-        with contextlib.suppress(ProcessLookupError):
+        try:  # noqa: SIM105 - contextlib's imports would slow the client's start
             os.killpg(child[0], signum)
+        except ProcessLookupError:
+            pass
 
     for signum in _RELAYED:
-        signal.signal(signum, relay)
-    request = {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}
+        _signal.signal(signum, relay)
+    request = request_message(argv, dict(os.environ), os.getcwd())
     try:
-        socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
+        stdio = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("3i", 0, 1, 2))]
+        sock.sendmsg([request], stdio)  # what socket.send_fds does
         first = sock.recv(_MAX_MESSAGE)
     except OSError:
         first = b""
     if not first.startswith(b"R"):  # refused, or it failed to set the child up: run it here
         sock.close()
         for signum in _RELAYED:
-            signal.signal(signum, signal.SIG_DFL)
+            _signal.signal(signum, _signal.SIG_DFL)
         if first:
             sys.stderr.write(f"ddpjob_runtime.forkrun: {first[1:].decode(errors='replace')}\n")
             sys.stderr.flush()
@@ -120,7 +146,7 @@ def run(argv: list[str]) -> None:
         if message.startswith(b"X"):
             _exit_as(int(message[1:]))
         if not message:  # the template died: so did the child (it dies with the template)
-            os._exit(128 + signal.SIGKILL)
+            os._exit(128 + _signal.SIGKILL)
 
 
 def main() -> None:

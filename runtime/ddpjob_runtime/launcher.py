@@ -20,14 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddpjob_runtime import contract, processes
+from ddpjob_runtime import contract, forkrun, processes
 from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
 
 WORKER_MODULE = "ddpjob_runtime.worker"
 AGENT_MODULE = "ddpjob_runtime.agent"  # torchrun, bound to the rendezvous address
-FORKRUN_MODULE = "ddpjob_runtime.forkrun"  # forks a module from the job's template, if any
 KILL_GRACE_S = 5.0
 _POLL_S = 0.2
 _TORCHRUN_FLAGS = (contract.TORCH_DISTRIBUTED, contract.PYTORCH_DDP, contract.SMDDP)
@@ -79,16 +78,25 @@ def max_restarts(hyperparameters: Mapping[str, Any]) -> int:
     return value
 
 
-def _module(name: str) -> list[str]:
-    """`-m name`, or `-m forkrun name` where the job has a template process to fork it from."""
+def _python_module(name: str) -> list[str]:
+    """`python -m name`, or a `forkrun` client of it where the job has a template process to
+    fork it from."""
     if os.environ.get(contract.ENV_ZYGOTE):
-        return ["-m", FORKRUN_MODULE, name]
-    return ["-m", name]
+        return forkrun.command(name)
+    return [sys.executable, "-m", name]
 
 
 def worker_command(entry: str, args: Sequence[str]) -> list[str]:
     """The wrapper each worker runs (module form so that launchers pass it through)."""
-    return [*_module(WORKER_MODULE), entry, *args]
+    return [*_python_module(WORKER_MODULE), entry, *args]
+
+
+def _torchrun_workers(entry: str, args: Sequence[str]) -> list[str]:
+    """The workers' command as torchrun's last arguments: `-m module ...` (torchrun adds
+    `python -u`), or a forkrun client's whole command line (`--no-python`)."""
+    if os.environ.get(contract.ENV_ZYGOTE):
+        return ["--no-python", *worker_command(entry, args)]
+    return ["-m", WORKER_MODULE, entry, *args]
 
 
 def torchrun_command(
@@ -104,15 +112,14 @@ def torchrun_command(
 ) -> list[str]:
     """torchrun (through `ddpjob_runtime.agent`) with a static rendezvous on the first host."""
     return [
-        sys.executable,
-        *_module(AGENT_MODULE),
+        *_python_module(AGENT_MODULE),
         f"--nnodes={nnodes}",
         f"--node_rank={node_rank}",
         f"--nproc_per_node={nproc}",
         f"--master_addr={master_addr}",
         f"--master_port={master_port}",
         f"--max_restarts={max_restarts}",
-        *worker_command(entry, args),
+        *_torchrun_workers(entry, args),
     ]
 
 
@@ -148,14 +155,13 @@ def mpirun_command(
         "-x",
         f"MASTER_PORT={master_port}",
         *exported,
-        sys.executable,
         *worker_command(entry, args),
     ]
 
 
 def single_command(entry: str, args: Sequence[str]) -> list[str]:
     """One process on this host, like the toolkit without a distribution."""
-    return [sys.executable, *worker_command(entry, args)]
+    return worker_command(entry, args)
 
 
 def kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:

@@ -41,8 +41,10 @@ from ddpjob_runtime import contract, processes
 log = logging.getLogger("ddpjob_runtime.zygote")
 
 # What the bootstrap, agents and workers import (not their own modules: those run as
-# `__main__`).
-PRELOADED = ("torch", "torch.distributed", "torch.nn.parallel", "ddpjob_runtime.environment",
+# `__main__`). torchrun's modules (`torch.distributed.run`) bind no `TCPStore` of their own
+# when imported, so the agent's loopback-bound store still replaces it (`agent.main`).
+PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
+             "ddpjob_runtime.environment",
              "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
              "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint",
              "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",

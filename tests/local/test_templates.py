@@ -51,3 +51,17 @@ def test_without_templates_every_rank_is_started_by_its_agent(
     assert sorted(parents) == ["0", "1", "2", "3"]
     assert all("ddpjob_runtime.agent" in p for p in parents.values()), parents
     assert not (session.job_dir("cold") / "logs" / "template.log").exists()
+
+
+def test_torchruns_log_level_is_the_hosts_although_the_template_imported_torchrun(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    """The template imports torchrun's modules before any host's environment is known; the
+    agents still log at the LOGLEVEL of the job's environment."""
+    source = source_tar(tmp_path / "loud", JOBS / "noop.py")
+    session.sagemaker_client.create_training_job(**training_request(
+        session, "loud", source, "noop.py", hosts=2, Environment={"LOGLEVEL": "INFO"}))
+    job = wait_until_ended(session, "loud")
+    assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+    for host in ("algo-1", "algo-2"):
+        assert "Rendezvous complete for workers" in log_text(session, "loud", host)

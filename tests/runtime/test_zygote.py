@@ -173,3 +173,34 @@ def test_a_forked_process_runs_in_its_clients_mount_namespace(
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120,
                           check=True)
     assert done.stdout.split() == ["this", "host's", "/opt/ml", "0", "/opt/ml"]
+
+
+def test_the_clients_request_is_the_json_the_template_reads() -> None:
+    """The client encodes its request without the json module (its import would double the
+    client's start): the same text json.dumps writes, for any string the environment holds."""
+    from ddpjob_runtime import forkrun
+
+    odd = ["plain", 'quo"te\\back', "tab\tnew\nline", "ünï €", "\udcff surrogate-escaped", ""]
+    env = {name: value for name, value in zip(odd, reversed(odd), strict=True)}
+    message = forkrun.request_message(odd, env, "/opt/ml/code")
+    assert message == json.dumps({"argv": odd, "env": env, "cwd": "/opt/ml/code"}).encode()
+    assert json.loads(message) == {"argv": odd, "env": env, "cwd": "/opt/ml/code"}
+
+
+def test_the_client_run_by_path_needs_neither_site_nor_pythonpath(
+    template: Template, tmp_path: Path
+) -> None:
+    """`forkrun.command()` (what local jobs run: `python -I -S .../forkrun.py`) finds its own
+    package beside the file and is served like `python -m ddpjob_runtime.forkrun`."""
+    from ddpjob_runtime import forkrun
+
+    code = _module(tmp_path, "probe", PROBE)
+    env = _env(template, MINE="x")
+    env.pop("PYTHONPATH")
+    command = forkrun.command("probe")
+    assert command[1:3] == ["-I", "-S"]
+    done = subprocess.run([*command, "a b", "c"], cwd=code, env=env, input="in",
+                          capture_output=True, text=True, timeout=120, check=True)
+    seen = json.loads(done.stdout)
+    assert seen["argv"] == [str(code / "probe.py"), "a b", "c"] and seen["mine"] == "x"
+    assert "ddpjob_runtime.zygote" in seen["parent"] and seen["torch"]

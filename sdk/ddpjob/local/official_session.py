@@ -151,8 +151,8 @@ class Answers:
 def _refused(service: str, operation: str) -> Answer:
     return error(400, "UnknownOperationException",
                  f"{service} {operation} is not answered on this machine: "
-                 f"{NEEDED_FOR} runs training jobs here (create, describe, stop, update, list, their "
-                 f"logs, the local bucket), nothing else")
+                 f"{NEEDED_FOR} runs training jobs here (create, describe, stop, update, list, "
+                 f"their logs, the local bucket), nothing else")
 
 
 def region() -> str:

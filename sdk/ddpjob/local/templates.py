@@ -22,13 +22,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddpjob_runtime import processes
+from ddpjob_runtime import forkrun, processes
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
 SWITCH_ENV = "DDPJOB_PRELOAD"
 ZYGOTE_MODULE = "ddpjob_runtime.zygote"
-FORKRUN_MODULE = "ddpjob_runtime.forkrun"
 STOP_GRACE_S = 5.0
 _OFF = ("0", "false", "no", "off")
 
@@ -68,7 +67,7 @@ class Template:
 
     def command(self, module: str) -> list[str]:
         """`python -m module`, forked from this template by a `forkrun` client."""
-        return [sys.executable, "-m", FORKRUN_MODULE, module]
+        return forkrun.command(module)
 
     def stop(self) -> None:
         """End the template and every process forked from it."""
