@@ -57,7 +57,11 @@ def assert_no_processes(path: Path, timeout_s: float = 30) -> None:
 def local_session_at(home: Path) -> Iterator[LocalSession]:
     """A LocalSession in `home`; on exit kills (and fails on) what its jobs left running."""
     yield LocalSession(home)
-    leftovers = processes_under(home)
+    # A supervisor exits just after it wrote the final status a test waited for: give what is
+    # ending a moment (a process still there after it is left behind).
+    deadline = time.monotonic() + 10
+    while (leftovers := processes_under(home)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     for pid in leftovers:  # only processes of this test's jobs, named by their home
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
