@@ -24,8 +24,7 @@ TIME_FILE = "failure.json"  # beside output/failure: when the failure happened, 
 _CONSEQUENCE = re.compile(
     r"gloo|nccl|connection (closed|reset)|broken pipe|DistBackendError|DistNetworkError|"
     r"DistStoreError|stopped by SIG",
-    re.IGNORECASE,
-)
+    re.IGNORECASE)
 
 
 def is_consequence(text: str) -> bool:

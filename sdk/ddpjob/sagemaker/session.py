@@ -31,8 +31,7 @@ _ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
 
 ROLE_REQUIRED = (
     "role is required for SageMaker jobs: pass role='arn:aws:iam::<account>:role/<name>' "
-    "(an IAM role that SageMaker can assume), or set role in ~/.ddpjob/config.yaml"
-)
+    "(an IAM role that SageMaker can assume), or set role in ~/.ddpjob/config.yaml")
 
 
 def require_role(role: str | None) -> str:

@@ -26,21 +26,9 @@ from ddpjob_runtime.dataparallel.torch._backend import choose_backend
 from ddpjob_runtime.dataparallel.torch._work import Work
 
 __all__ = [
-    "ReduceOp",
-    "Work",
-    "all_gather",
-    "all_reduce",
-    "all_to_all_single",
-    "barrier",
-    "broadcast",
-    "get_local_rank",
-    "get_local_size",
-    "get_rank",
-    "get_world_size",
-    "group",
-    "init_process_group",
-    "is_available",
-    "is_initialized",
+    "ReduceOp", "Work", "all_gather", "all_reduce", "all_to_all_single", "barrier",
+    "broadcast", "get_local_rank", "get_local_size", "get_rank", "get_world_size", "group",
+    "init_process_group", "is_available", "is_initialized",
 ]
 
 logger = logging.getLogger(__name__)
@@ -228,8 +216,7 @@ def _require_initialized(what: str, group_: Any = None) -> None:
     if not is_initialized():
         raise NotInitializedError(
             f"ddpjob_runtime.dataparallel is not initialized: call init_process_group() "
-            f"first (before {what})"
-        )
+            f"first (before {what})")
     _check_group(group_)
 
 
@@ -241,8 +228,7 @@ def _check_group(value: Any) -> None:
         return
     raise UnsupportedArgumentError(
         f"group={value!r} is not supported: like smdistributed.dataparallel, only "
-        "group.WORLD (every worker of the job) is"
-    )
+        "group.WORLD (every worker of the job) is")
 
 
 def _reduce_op(op: Any) -> ReduceOp:
@@ -254,8 +240,7 @@ def _reduce_op(op: Any) -> ReduceOp:
         return _FROM_TORCH[op]
     except (KeyError, TypeError):
         raise UnsupportedArgumentError(
-            f"op={op!r} is not supported: use ReduceOp.AVERAGE, SUM, MIN or MAX"
-        ) from None
+            f"op={op!r} is not supported: use ReduceOp.AVERAGE, SUM, MIN or MAX") from None
 
 
 def _check_launcher_env(kwargs: dict[str, Any]) -> None:
@@ -266,8 +251,7 @@ def _check_launcher_env(kwargs: dict[str, Any]) -> None:
     if missing:
         raise LauncherEnvironmentError(
             f"init_process_group() needs the launcher's environment, missing {', '.join(missing)}:"
-            " start the script with torchrun or ddpjob-train"
-        )
+            " start the script with torchrun or ddpjob-train")
 
 
 def _local(name: str, fallback: int) -> int:
