@@ -24,8 +24,7 @@ TIME_FILE = "failure.json"  # beside output/failure: when the failure happened, 
 _CONSEQUENCE = re.compile(
     r"gloo|nccl|connection (closed|reset)|broken pipe|DistBackendError|DistNetworkError|"
     r"DistStoreError|stopped by SIG",
-    re.IGNORECASE,
-)
+    re.IGNORECASE)
 
 
 def is_consequence(text: str) -> bool:
@@ -57,9 +56,8 @@ def current_attempt() -> int:
         return 0
 
 
-def record(
-    rank_failure: RankFailure, folder: str | Path | None = None, keep_existing: bool = False
-) -> None:
+def record(rank_failure: RankFailure, folder: str | Path | None = None,
+           keep_existing: bool = False) -> None:
     """Write one rank's failure as `attempt-<a>-rank-<n>.json` (atomically) into the folder.
 
     The attempt (torchrun's restart count) keeps each restart's failures apart.

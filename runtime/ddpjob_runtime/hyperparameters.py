@@ -58,8 +58,7 @@ def check_user_hyperparameters(hyperparameters: Any) -> dict[str, str]:
     if not isinstance(hyperparameters, Mapping):
         raise UserInputError(
             f"hyperparameters must be a dict of name -> value, got "
-            f"{type(hyperparameters).__name__}"
-        )
+            f"{type(hyperparameters).__name__}")
     encoded: dict[str, str] = {}
     for name, value in hyperparameters.items():
         problem = name_problem(name)
@@ -68,25 +67,21 @@ def check_user_hyperparameters(hyperparameters: Any) -> dict[str, str]:
         if is_reserved(name):
             raise UserInputError(
                 f"hyperparameters: {name!r} is reserved (names starting with sagemaker_ or "
-                f"ddpjob_ are set by ddpjob); rename it"
-            )
+                f"ddpjob_ are set by ddpjob); rename it")
         if len(name) > MAX_NAME:
             raise UserInputError(
                 f"hyperparameters: name {name[:30]!r}... has {len(name)} characters; SageMaker "
-                f"allows at most {MAX_NAME}"
-            )
+                f"allows at most {MAX_NAME}")
         try:
             text = json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise UserInputError(
                 f"hyperparameters: the value of {name!r} cannot be JSON-encoded ({exc}); use "
-                f"strings, numbers, booleans, None, or lists/dicts of them"
-            ) from None
+                f"strings, numbers, booleans, None, or lists/dicts of them") from None
         if len(text) > MAX_VALUE:
             raise UserInputError(
                 f"hyperparameters: the value of {name!r} is {len(text)} characters once "
-                f"JSON-encoded; SageMaker allows at most {MAX_VALUE}"
-            )
+                f"JSON-encoded; SageMaker allows at most {MAX_VALUE}")
         encoded[name] = text
     return encoded
 
@@ -98,5 +93,4 @@ def check_total(encoded: Mapping[str, str], user_count: int) -> None:
         raise UserInputError(
             f"hyperparameters: {user_count} given plus {added} that ddpjob sets make "
             f"{len(encoded)}; SageMaker allows at most {MAX_ENTRIES}, so give at most "
-            f"{MAX_ENTRIES - added}"
-        )
+            f"{MAX_ENTRIES - added}")

@@ -75,8 +75,7 @@ class PlatformConfig:
             channels={name: _channel(name, spec) for name, spec in
                       _mapping(c.PLATFORM_CHANNELS, data.get(c.PLATFORM_CHANNELS)).items()},
             tensorboard_output_config=None if tensorboard is None
-            else _names(c.PLATFORM_TENSORBOARD, tensorboard),
-        )
+            else _names(c.PLATFORM_TENSORBOARD, tensorboard))
 
     def merged(self, data: Mapping[str, Any]) -> PlatformConfig:
         """This config with `data`'s keys (platform.json's shape) replacing its own, validated."""

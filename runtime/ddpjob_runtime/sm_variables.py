@@ -21,25 +21,20 @@ log = logging.getLogger(__name__)
 
 # The toolkit's SAGEMAKER_HYPERPARAMETERS: its own settings, kept out of SM_FRAMEWORK_PARAMS.
 TOOLKIT_HYPERPARAMETERS = (
-    contract.PROGRAM,
-    contract.SUBMIT_DIRECTORY,
-    "sagemaker_enable_cloudwatch_metrics",
-    contract.REGION,
-    contract.CONTAINER_LOG_LEVEL,
-    contract.JOB_NAME,
-    "default_user_module_name",
-    "_tuning_objective_metric",
-    "sagemaker_s3_output",
-)
+    contract.PROGRAM, contract.SUBMIT_DIRECTORY, "sagemaker_enable_cloudwatch_metrics",
+    contract.REGION, contract.CONTAINER_LOG_LEVEL, contract.JOB_NAME, "default_user_module_name",
+    "_tuning_objective_metric", "sagemaker_s3_output")
 _DISTRIBUTION_FLAGS = (
-    contract.MPI,
-    "sagemaker_parameter_server_enabled",
-    contract.SMDDP,
-    contract.PYTORCH_DDP,
-    contract.PYTORCH_XLA,
-    "sagemaker_multi_worker_mirrored_strategy_enabled",
-    contract.TORCH_DISTRIBUTED,
-)
+    contract.MPI, "sagemaker_parameter_server_enabled", contract.SMDDP, contract.PYTORCH_DDP,
+    contract.PYTORCH_XLA, "sagemaker_multi_worker_mirrored_strategy_enabled",
+    contract.TORCH_DISTRIBUTED)
+# The `training_env` keys that are also `SM_<KEY>` variables as they are.
+_SAME_KEYS = (
+    "current_host", "current_instance_type", "current_instance_group",
+    "current_instance_group_hosts", "instance_groups", "instance_groups_dict",
+    "distribution_instance_groups", "is_hetero", "module_name", "log_level", "framework_module",
+    "input_dir", "input_config_dir", "output_dir", "num_cpus", "num_gpus", "num_neurons",
+    "model_dir", "module_dir", "output_intermediate_dir")
 
 
 def env_value(value: Any) -> str:
@@ -75,17 +70,15 @@ def user_args(hyperparameters: dict[str, Any]) -> list[str]:
 
 def framework_params(env: TrainingEnvironment) -> dict[str, Any]:
     """Reserved hyperparameters that are not the toolkit's own settings (distribution flags, …)."""
-    return {
-        k: v for k, v in env.reserved_hyperparameters.items() if k not in TOOLKIT_HYPERPARAMETERS
-    }
+    return {k: v for k, v in env.reserved_hyperparameters.items()
+            if k not in TOOLKIT_HYPERPARAMETERS}
 
 
 def num_gpus() -> int:
     """GPUs on this host, counted like the toolkit (`nvidia-smi --list-gpus`); 0 without it."""
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--list-gpus"], capture_output=True, text=True, timeout=60, check=True
-        ).stdout
+        out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True,
+                             timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -100,18 +93,13 @@ def _instance_groups(env: TrainingEnvironment, params: dict[str, Any]) -> dict[s
     if distribution_groups is None:
         enabled = any(params.get(flag, False) for flag in _DISTRIBUTION_FLAGS)
         distribution_groups = [current_group] if enabled else []
-    if groups:
-        distribution_hosts = [
-            h for g in groups if g["instance_group_name"] in distribution_groups for h in g["hosts"]
-        ]
-    else:
-        distribution_hosts = env.hosts
+    distribution_hosts = [h for g in groups if g["instance_group_name"] in distribution_groups
+                          for h in g["hosts"]] if groups else env.hosts
     names = [g["instance_group_name"] for g in groups]
     return {
         "current_instance_group": current_group,
         "current_instance_group_hosts": next(
-            (g["hosts"] for g in groups if g["instance_group_name"] == current_group), []
-        ),
+            (g["hosts"] for g in groups if g["instance_group_name"] == current_group), []),
         "instance_groups": names,
         "instance_groups_dict": {g["instance_group_name"]: g for g in groups},
         "distribution_instance_groups": distribution_groups,
@@ -132,30 +120,23 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
     mp_parameters = os.environ.get("SM_HP_MP_PARAMETERS")
     groups = _instance_groups(env, params)
     return {
+        **groups,  # current_instance_group(_hosts), distribution_*, instance_groups*, is_hetero
         "additional_framework_parameters": params,
         "channel_input_dirs": {c: str(env.channel_dir(c)) for c in env.input_data_config},
         "current_host": env.current_host,
-        "current_instance_group": groups["current_instance_group"],
-        "current_instance_group_hosts": groups["current_instance_group_hosts"],
         "current_instance_type": env.resource_config.get("current_instance_type", "local"),
-        "distribution_hosts": groups["distribution_hosts"],
-        "distribution_instance_groups": groups["distribution_instance_groups"],
         "framework_module": os.environ.get("SAGEMAKER_TRAINING_MODULE"),
         "hosts": env.hosts,
         "hyperparameters": env.user_hyperparameters,
         "input_config_dir": str(env.input_config_dir),
         "input_data_config": env.input_data_config,
         "input_dir": str(env.input_dir),
-        "instance_groups": groups["instance_groups"],
-        "instance_groups_dict": groups["instance_groups_dict"],
-        "is_hetero": groups["is_hetero"],
         "is_master": env.current_host == groups["master_hostname"],
         "is_modelparallel_enabled": mp_parameters and mp_parameters != "{}",
         "is_smddpmprun_installed": shutil.which("smddpmprun") is not None,
         "is_smddprun_installed": shutil.which("smddprun") is not None,
         "job_name": os.environ.get(contract.ENV_TRAINING_JOB_NAME),
         "log_level": hps.get(contract.CONTAINER_LOG_LEVEL, logging.INFO),
-        "master_hostname": groups["master_hostname"],
         "model_dir": str(env.model_dir),
         "module_dir": str(hps.get(contract.SUBMIT_DIRECTORY, env.code_dir)),
         "module_name": module_name,
@@ -190,29 +171,7 @@ def render(env: TrainingEnvironment, gpus: int, cpus: int | None = None) -> dict
         "training_env": full,
         "user_args": user_args(full["hyperparameters"]),
     }
-    for key in (
-        "current_host",
-        "current_instance_type",
-        "current_instance_group",
-        "current_instance_group_hosts",
-        "instance_groups",
-        "instance_groups_dict",
-        "distribution_instance_groups",
-        "is_hetero",
-        "module_name",
-        "log_level",
-        "framework_module",
-        "input_dir",
-        "input_config_dir",
-        "output_dir",
-        "num_cpus",
-        "num_gpus",
-        "num_neurons",
-        "model_dir",
-        "module_dir",
-        "output_intermediate_dir",
-    ):
-        values[key] = full[key]
+    values.update((key, full[key]) for key in _SAME_KEYS)
     if full["topology"]:
         values["topology"] = full["topology"]
     for channel, path in full["channel_input_dirs"].items():

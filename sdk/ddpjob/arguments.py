@@ -23,6 +23,7 @@ from ddpjob.definition import DEFAULT_MAX_RUN
 from ddpjob.distribution import NAMES as DISTRIBUTION_NAMES
 from ddpjob.distribution import distribution_from_hyperparameters
 from ddpjob.errors import UserInputError
+from ddpjob.inputs import s3_prefix_channel
 
 logger = logging.getLogger(__name__)
 
@@ -91,13 +92,9 @@ def _vpc_part(key: str) -> Callable[[Any, Values], dict[str, Any]]:
 def _model_channel(value: Any, values: Values) -> dict[str, Any]:
     if value is None:
         return {}
-    return {"InputDataConfig": [{
-        "ChannelName": values.get("model_channel_name") or "model",
-        "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": value,
-                                        "S3DataDistributionType": "FullyReplicated"}},
-        "ContentType": "application/x-sagemaker-model",
-        "InputMode": "File",
-    }]}
+    channel = s3_prefix_channel(values.get("model_channel_name") or "model", value)
+    return {"InputDataConfig": [{**channel, "ContentType": "application/x-sagemaker-model",
+                                 "InputMode": "File"}]}
 
 
 def _input_mode(value: Any) -> str:

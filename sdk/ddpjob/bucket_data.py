@@ -21,8 +21,6 @@ from ddpjob.errors import UnsafePathError, UserInputError
 logger = logging.getLogger(__name__)
 
 
-
-
 def _check_extra_args(extra_args: Mapping[str, Any] | None, direction: str) -> dict | None:
     """A copy of `extra_args` when each key is one that boto3 takes for `direction`."""
     if extra_args is None:

@@ -177,35 +177,28 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
                                  f"{data[key]!r}")
     # Relative paths in a spec are relative to the spec's folder, as in docker-compose files.
     base = spec_path.parent
-    for key in _SPEC_LOCATIONS:
-        if isinstance(data.get(key), str) and not _is_uri(data[key]):
-            data[key] = _relative_to(base, data[key])
+    for key in set(_SPEC_LOCATIONS) & set(data):
+        data[key] = _relative_to(base, data[key])
     if isinstance(data.get("inputs"), dict):
-        data["inputs"] = {channel: _relative_to(base, uri)
-                          if isinstance(uri, str) and not _is_uri(uri) else uri
-                          for channel, uri in data["inputs"].items()}
+        data["inputs"] = {name: _relative_to(base, uri) for name, uri in data["inputs"].items()}
     if data.get("git_config") is not None:
         return data  # code paths are inside the repository, cloned at submission
-    if isinstance(data.get("source_dir"), str) and not _is_uri(data["source_dir"]):
+    if data.get("source_dir") is not None:
         data["source_dir"] = _relative_to(base, data["source_dir"])
-    elif data.get("source_dir") is None and isinstance(data.get("entry_point"), str):
+    elif "entry_point" in data:
         data["entry_point"] = _relative_to(base, data["entry_point"])
     if data.get("dependencies"):
-        data["dependencies"] = [
-            _relative_to(base, dep) if isinstance(dep, str) and not _is_uri(dep) else dep
-            for dep in data["dependencies"]
-        ]
+        data["dependencies"] = [_relative_to(base, dep) for dep in data["dependencies"]]
     return data
 
 
-def _relative_to(base: Path, path: str) -> str:
-    """`path` (~ expanded) as an absolute path, relative ones taken from `base`."""
-    return str((base / Path(path).expanduser()).resolve())
-
-
-def _is_uri(value: str) -> bool:
-    """`s3://...`, `file://...`, or a mistyped `s3:/...` (refused later as a URI, not a path)."""
-    return _SCHEME.match(value) is not None
+def _relative_to(base: Path, value: Any) -> Any:
+    """A plain path (~ expanded) as an absolute path, relative ones taken from `base`; a URI
+    (`s3://...`, `file://...`, or a mistyped `s3:/...`, refused later as a URI) or a non-string
+    as it is."""
+    if not isinstance(value, str) or _SCHEME.match(value):
+        return value
+    return str((base / Path(value).expanduser()).resolve())
 
 
 def backend_of(instance_type: Any) -> str | None:

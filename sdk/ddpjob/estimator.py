@@ -303,4 +303,3 @@ class Estimator(JobResults):
         if wait:
             estimator.latest_training_job.wait(logs=logs)
         return estimator
-

@@ -57,16 +57,8 @@ class Channel:
 
 def s3_prefix_channel(name: str, uri: str) -> dict[str, Any]:
     """A channel reading every object under `uri`, on every host (the official SDK's default)."""
-    return {
-        "DataSource": {
-            "S3DataSource": {
-                "S3DataType": "S3Prefix",
-                "S3Uri": uri,
-                "S3DataDistributionType": "FullyReplicated",
-            }
-        },
-        "ChannelName": name,
-    }
+    source = {"S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": "FullyReplicated"}
+    return {"DataSource": {"S3DataSource": source}, "ChannelName": name}
 
 
 def _template_and_uri(name: str, value: Any) -> tuple[Mapping[str, Any] | None, Any]:

@@ -28,14 +28,11 @@ class TrainingJobStatus(str, enum.Enum):
     @property
     def is_terminal(self) -> bool:
         """True once the job can no longer change (Completed, Failed, Stopped)."""
-        return self in _TERMINAL
+        return self.value in TERMINAL_STATUSES
 
 
-_TERMINAL = frozenset(
-    {TrainingJobStatus.COMPLETED, TrainingJobStatus.FAILED, TrainingJobStatus.STOPPED}
-)
 #: The one set of ended `TrainingJobStatus` values, as DescribeTrainingJob spells them.
-TERMINAL_STATUSES = frozenset(status.value for status in _TERMINAL)
+TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 
 
 class SecondaryStatus(str, enum.Enum):
@@ -76,9 +73,7 @@ class JobDescription:
     training_start_time: dt.datetime | None
     training_end_time: dt.datetime | None
     model_artifacts: str | None
-    checkpoint_uri: str | None
     metric_names: tuple[str, ...]
-    status_history: tuple[Mapping[str, Any], ...]
     raw: Mapping[str, Any]
 
     @classmethod
@@ -94,9 +89,7 @@ class JobDescription:
             training_start_time=response.get("TrainingStartTime"),
             training_end_time=response.get("TrainingEndTime"),
             model_artifacts=(response.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
-            checkpoint_uri=(response.get("CheckpointConfig") or {}).get("S3Uri"),
             metric_names=tuple(d["Name"] for d in definitions or ()),
-            status_history=tuple(response.get("SecondaryStatusTransitions") or ()),
             raw=response)
 
     @property

@@ -39,8 +39,7 @@ def check_base_job_name(base: str, argument: str = "base_job_name") -> str:
     if not JOB_NAME_PATTERN.match(base):
         raise UserInputError(
             f"{argument} {base!r} is not allowed: use letters, digits and hyphens, starting and "
-            f"ending with a letter or digit (a timestamp is appended to it)"
-        )
+            f"ending with a letter or digit (a timestamp is appended to it)")
     return base
 
 
@@ -58,11 +57,9 @@ def check_job_name(name: object, argument: str = "job_name") -> str:
     if len(name) > MAX_JOB_NAME:
         raise UserInputError(
             f"{argument} {name!r} has {len(name)} characters; SageMaker allows at most "
-            f"{MAX_JOB_NAME}"
-        )
+            f"{MAX_JOB_NAME}")
     if not JOB_NAME_PATTERN.match(name):
         raise UserInputError(
             f"{argument} {name!r} is not allowed: use letters, digits and hyphens, starting and "
-            f"ending with a letter or digit (SageMaker's pattern {JOB_NAME_PATTERN.pattern})"
-        )
+            f"ending with a letter or digit (SageMaker's pattern {JOB_NAME_PATTERN.pattern})")
     return name

@@ -186,8 +186,7 @@ def check_runtime_name_free(spec: SourceSpec) -> None:
     if clash is not None:
         raise UserInputError(
             f"source_dir/dependencies: {os.fspath(clash)!r} is named like ddpjob's runtime, "
-            f"which is packed beside your code for SageMaker's PyTorch container; rename it"
-        )
+            f"which is packed beside your code for SageMaker's PyTorch container; rename it")
 
 
 def archive_members(spec: SourceSpec, include_runtime: bool = False) -> list[tuple[str, Path]]:

@@ -19,9 +19,6 @@ from ddpjob_runtime.dataparallel.errors import (
 )
 
 __all__ = [
-    "BackendUnavailableError",
-    "DataParallelError",
-    "LauncherEnvironmentError",
-    "NotInitializedError",
-    "UnsupportedArgumentError",
+    "BackendUnavailableError", "DataParallelError", "LauncherEnvironmentError",
+    "NotInitializedError", "UnsupportedArgumentError",
 ]

@@ -49,8 +49,7 @@ def transfer_config() -> Any:
         multipart_threshold=env_int(contract.ENV_S3_MULTIPART_THRESHOLD, MULTIPART_THRESHOLD),
         multipart_chunksize=env_int(contract.ENV_S3_MULTIPART_CHUNKSIZE, MULTIPART_CHUNKSIZE),
         max_concurrency=env_int(contract.ENV_S3_MAX_CONCURRENCY, MAX_CONCURRENCY),
-        use_threads=True,
-    )
+        use_threads=True)
 
 
 def client() -> Any:
@@ -70,8 +69,7 @@ def client() -> Any:
                 connect_timeout=10,
                 read_timeout=120,
                 # S3-compatible endpoints (moto, MinIO) rarely resolve bucket subdomains.
-                s3={"addressing_style": "path"} if custom else None,
-            )
+                s3={"addressing_style": "path"} if custom else None)
             _clients.clear()
             _clients[key] = boto3.session.Session().client("s3", config=config)
         return _clients[key]
@@ -172,20 +170,6 @@ def known_object(size: int, etag: str | None) -> Any:
     return _known_object_type()(size, etag)
 
 
-@functools.cache
-def _progress_type() -> type:
-    from s3transfer.subscribers import BaseSubscriber
-
-    class Progress(BaseSubscriber):
-        def __init__(self, bar: Any) -> None:
-            self.bar = bar
-
-        def on_progress(self, future: Any, bytes_transferred: int, **kwargs: Any) -> None:
-            self.bar.update(bytes_transferred)
-
-    return Progress
-
-
 def _progress_bar(total: int, description: str) -> Any:
     from tqdm.auto import tqdm
 
@@ -201,14 +185,14 @@ def run_transfers(uri: str, action: str, jobs: Iterable[Submit], total: int | No
 
     With a `total` (bytes), a tqdm progress bar follows the transfers.
     """
-    from boto3.s3.transfer import create_transfer_manager
+    from boto3.s3.transfer import ProgressCallbackInvoker, create_transfer_manager
 
     jobs = list(jobs)
     if not jobs:
         return
     bar = _progress_bar(total, action) if total is not None else nullcontext()
     with errors(uri, action), bar:
-        subscribers = [_progress_type()(bar)] if total is not None else []
+        subscribers = [ProgressCallbackInvoker(bar.update)] if total is not None else []
         with create_transfer_manager(client(), transfer_config()) as manager:
             futures = [submit(manager, subscribers) for submit in jobs]
             for future in futures:

@@ -90,9 +90,8 @@ class DataCache:
     def _name(self, folder: str, obj: ObjectInfo) -> str:
         """The entry name of `obj`, listed under the folder URI `folder`."""
         where = storage.parse(folder)
-        return hashlib.sha256(
-            "\0".join((where.bucket, where.key + obj.key, str(obj.size), obj.etag or "")).encode()
-        ).hexdigest()
+        text = "\0".join((where.bucket, where.key + obj.key, str(obj.size), obj.etag or ""))
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def _entry(self, name: str) -> Path:
         return self.entries / name[:2] / name
@@ -127,21 +126,16 @@ class DataCache:
         return (st.st_size == obj.size and stat.S_IMODE(st.st_mode) == READ_ONLY
                 and recorded == _fingerprint(st))
 
-    def _fill(
-        self, folder: str, batch: list[tuple[ObjectInfo, str]]
-    ) -> list[tuple[ObjectInfo, str]]:
+    def _fill(self, folder: str,
+              batch: list[tuple[ObjectInfo, str]]) -> list[tuple[ObjectInfo, str]]:
         """Download the entries of `batch` this process gets the lock of; then wait for the ones
         another process is downloading (and download them if it died). What it downloaded."""
         mine, theirs = [], []
         with contextlib.ExitStack() as held:
             for obj, name in batch:
-                f = held.enter_context(self._open_lock(name))
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
+                if not _try_lock(held.enter_context(self._open_lock(name))):
                     theirs.append((obj, name))
-                    continue
-                if not self._trusted(obj, name):  # it may have arrived since we looked
+                elif not self._trusted(obj, name):  # it may have arrived since we looked
                     mine.append((obj, name))
             self._download(folder, mine)
         # Our locks are released before we wait on theirs: two jobs never wait on each other.
@@ -221,9 +215,7 @@ class DataCache:
     def _remove_unused(self, path: Path) -> bool:
         """Remove entry `path` unless it is being written or linked (checked under its lock)."""
         with self._open_lock(path.name) as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _try_lock(f):
                 return False
             with contextlib.suppress(FileNotFoundError):
                 if path.stat().st_nlink == 1:
@@ -238,11 +230,17 @@ class DataCache:
             return
         for part in self.tmp.glob("*.part*"):  # ours, and s3transfer's own temp names
             with self._open_lock(part.name.split(".", 1)[0]) as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue
-                part.unlink(missing_ok=True)
+                if _try_lock(f):
+                    part.unlink(missing_ok=True)
+
+
+def _try_lock(f) -> bool:
+    """Take the exclusive lock of the open file `f` unless another process holds it."""
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _fingerprint(st: os.stat_result) -> str:

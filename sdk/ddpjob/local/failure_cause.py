@@ -50,8 +50,7 @@ def _headline(text: str) -> str:
 def choose(failures: list[HostFailure]) -> HostFailure | None:
     """The cause among the failed hosts' failures (None when there are none)."""
     return min(
-        failures, key=lambda f: (f.is_consequence, f.written, not f.seen_first), default=None
-    )
+        failures, key=lambda f: (f.is_consequence, f.written, not f.seen_first), default=None)
 
 
 def read_host(host: str, output_dir: Path, exit_code: int, exited_at: float) -> HostFailure:

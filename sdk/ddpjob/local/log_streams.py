@@ -142,4 +142,3 @@ class JobLogStreams:
         if left <= 0:
             answer["nextToken"] = json.dumps(offsets)
         return 200, answer
-

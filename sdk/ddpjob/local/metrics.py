@@ -35,17 +35,14 @@ def definitions(request: dict[str, Any]) -> list[tuple[str, str]]:
 
 def check(request: dict[str, Any]) -> str | None:
     """Why the MetricDefinitions cannot be used (one line), or None."""
-    specs = (request.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
-    for i, spec in enumerate(specs):
+    for i, (name, regex) in enumerate(definitions(request)):
+        where = f"AlgorithmSpecification.MetricDefinitions[{i}] ({name!r}): Regex {regex!r}"
         try:
-            pattern = re.compile(spec["Regex"])
+            pattern = re.compile(regex)
         except re.error as exc:
-            return (f"AlgorithmSpecification.MetricDefinitions[{i}] ({spec['Name']!r}): Regex "
-                    f"{spec['Regex']!r} is not a valid regular expression ({exc})")
+            return f"{where} is not a valid regular expression ({exc})"
         if pattern.groups < 1:
-            return (f"AlgorithmSpecification.MetricDefinitions[{i}] ({spec['Name']!r}): Regex "
-                    f"{spec['Regex']!r} needs a capture group around the value, e.g. "
-                    f"'loss=([0-9.eE+-]+)'")
+            return f"{where} needs a capture group around the value, e.g. 'loss=([0-9.eE+-]+)'"
     return None
 
 

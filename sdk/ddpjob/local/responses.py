@@ -15,8 +15,7 @@ _ECHOED = (
     "ResourceConfig", "VpcConfig", "StoppingCondition", "EnableNetworkIsolation",
     "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining", "CheckpointConfig",
     "DebugHookConfig", "ExperimentConfig", "TensorBoardOutputConfig", "ProfilerConfig",
-    "Environment", "RetryStrategy",
-)  # fmt: skip
+    "Environment", "RetryStrategy")
 
 
 def job_arn(name: str) -> str:

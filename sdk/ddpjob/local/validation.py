@@ -55,15 +55,13 @@ def check_job_name(operation: str, name: str) -> None:
             operation,
             f"1 validation error detected: Value '{name}' at 'trainingJobName' failed to satisfy "
             f"constraint: Member must satisfy regular expression pattern: "
-            f"{JOB_NAME_PATTERN.pattern} (letters, digits and hyphens, at most 63 characters)",
-        )
+            f"{JOB_NAME_PATTERN.pattern} (letters, digits and hyphens, at most 63 characters)")
 
 
 def _check_uri(operation: str, field: str, uri: str) -> None:
     if not uri.startswith(URI_SCHEMES):
         raise client_error(
-            operation, f"{field} {uri!r}: local mode reads and writes s3:// or file:// URIs"
-        )
+            operation, f"{field} {uri!r}: local mode reads and writes s3:// or file:// URIs")
 
 
 def _memory_bytes() -> int:
@@ -85,8 +83,7 @@ def _check_count(op: str, count: int) -> None:
             op, f"ResourceConfig.InstanceCount {count}: this machine runs at most {limit} local "
                 f"hosts (one per {HOST_MEMORY // 2**20} MiB of its {_memory_bytes() / 2**30:.1f} "
                 f"GiB of memory, "
-                f"and at most {LOOPBACK_HOSTS}, the loopback addresses 127.0.0.1-254)",
-        )  # fmt: skip
+                f"and at most {LOOPBACK_HOSTS}, the loopback addresses 127.0.0.1-254)")
 
 
 def _check_channels(op: str, channels: list[dict[str, Any]]) -> None:
@@ -98,8 +95,7 @@ def _check_channels(op: str, channels: list[dict[str, Any]]) -> None:
         if name in (".", ".."):
             raise client_error(
                 op, f"InputDataConfig channel {name!r}: a channel name must name a folder in "
-                    f"input/data (letters, digits, '.', '-', '_'; not '.' or '..')",
-            )  # fmt: skip
+                    f"input/data (letters, digits, '.', '-', '_'; not '.' or '..')")
         if name in seen:
             raise client_error(op, f"InputDataConfig channel {name!r} is given twice: channel "
                                    f"names must be unique")
@@ -108,8 +104,7 @@ def _check_channels(op: str, channels: list[dict[str, Any]]) -> None:
         if s3 is None:
             raise client_error(
                 op, f"InputDataConfig channel {name!r}: local mode supports S3DataSource only "
-                    f"(s3:// or file:// URIs)",
-            )  # fmt: skip
+                    f"(s3:// or file:// URIs)")
         _check_uri(op, f"InputDataConfig channel {name!r}", s3["S3Uri"])
 
 
@@ -139,22 +134,19 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             op,
             f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' or a "
             f"CPU type such as 'ml.m5.xlarge' (CPU, gloo), 'local_gpu' (NCCL, this machine's "
-            f"GPUs), or a SageMaker Session for {kind!r}",
-        )
+            f"GPUs), or a SageMaker Session for {kind!r}")
     if kind == "local_gpu" and visible_gpus is not None and visible_gpus < count:
         raise client_error(
             op,
             f"InstanceType 'local_gpu' with InstanceCount {count} needs at least {count} "
-            f"GPU(s), one set per simulated host; this machine has {visible_gpus}",
-        )
+            f"GPU(s), one set per simulated host; this machine has {visible_gpus}")
     hps = request.get("HyperParameters") or {}
     if hostkind.needs_program(request) and not hps.get(contract.PROGRAM):
         raise client_error(
             op, "HyperParameters.sagemaker_program (the entry point script) is required in "
                 "local mode unless AlgorithmSpecification.ContainerEntrypoint names the "
                 "container's command: local hosts run the ddpjob runtime or SageMaker's "
-                "PyTorch toolkit, which run that script",
-        )  # fmt: skip
+                "PyTorch toolkit, which run that script")
     _check_uri(op, "OutputDataConfig.S3OutputPath", request["OutputDataConfig"]["S3OutputPath"])
     _check_channels(op, request.get("InputDataConfig") or [])
     checkpoint = request.get("CheckpointConfig")

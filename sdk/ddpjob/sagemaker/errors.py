@@ -55,14 +55,9 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def translate_client_error(
-    error: Exception,
-    *,
-    operation: str,
-    job_name: str | None = None,
-    request: Mapping[str, Any] | None = None,
-    region: str | None = None,
-) -> DdpjobError:
+def translate_client_error(error: Exception, *, operation: str, job_name: str | None = None,
+                           request: Mapping[str, Any] | None = None,
+                           region: str | None = None) -> DdpjobError:
     """The ddpjob error for a botocore `ClientError` raised by `operation` (e.g. CreateTrainingJob).
 
     `job_name`, `request` and `region` only make the message name what to change.
@@ -78,9 +73,7 @@ def translate_client_error(
         return ThrottlingError(
             f"AWS throttled {operation} ({code}) even after retries: wait a minute and retry, "
             f"run fewer jobs or log followers at once, or ask for a higher API rate in "
-            f"Service Quotas",
-            **kwargs,
-        )
+            f"Service Quotas", **kwargs)
     if code == "ResourceLimitExceeded":
         return _quota_exceeded(request, where, aws_message, kwargs)
     if code in ACCESS_DENIED_CODES:
@@ -89,23 +82,16 @@ def translate_client_error(
         code == "ValidationException" and job_name and _NOT_FOUND_WORDS.search(aws_message)
     ):
         if job_name:
-            return JobNotFoundError(
-                f"No training job named {job_name!r}{where}: check the job name "
-                f"(`ddpjob jobs list`) and the AWS region",
-                **kwargs,
-            )
+            return JobNotFoundError(f"No training job named {job_name!r}{where}: check the job "
+                                    f"name (`ddpjob jobs list`) and the AWS region", **kwargs)
         return JobNotFoundError(f"{operation}{where}: {aws_message}", **kwargs)
     if code == "ValidationException":
         if "assume" in aws_message.lower() and request.get("RoleArn"):
             return InvalidRequestError(
                 f"SageMaker could not assume role {request['RoleArn']}: pass a role whose trust "
-                f"policy allows sagemaker.amazonaws.com ({aws_message})",
-                **kwargs,
-            )
+                f"policy allows sagemaker.amazonaws.com ({aws_message})", **kwargs)
         return InvalidRequestError(
-            f"SageMaker rejected {operation}: {aws_message} Change the argument it names",
-            **kwargs,
-        )
+            f"SageMaker rejected {operation}: {aws_message} Change the argument it names", **kwargs)
     return AwsError(f"{operation} failed{where} ({code}): {aws_message}", **kwargs)
 
 
@@ -119,9 +105,7 @@ def _quota_exceeded(request: Mapping[str, Any], where: str, aws_message: str,
     return QuotaExceededError(
         f"SageMaker quota exceeded{asked}{where}: {aws_message} Request a quota increase "
         f"in the Service Quotas console (Amazon SageMaker), or use fewer instances "
-        f"(instance_count) or another instance_type",
-        **kwargs,
-    )
+        f"(instance_count) or another instance_type", **kwargs)
 
 
 def _access_denied(operation: str, request: Mapping[str, Any], where: str, aws_message: str,
@@ -133,19 +117,13 @@ def _access_denied(operation: str, request: Mapping[str, Any], where: str, aws_m
                  if role else "")
     return AccessDeniedError(
         f"AWS denied {operation}{where}: {aws_message} Grant your AWS identity {needed}"
-        f"{role_hint}",
-        **kwargs,
-    )
+        f"{role_hint}", **kwargs)
 
 
 @contextmanager
-def aws_errors(
-    operation: str,
-    *,
-    job_name: str | None = None,
-    request: Mapping[str, Any] | None = None,
-    region: str | None = None,
-) -> Iterator[None]:
+def aws_errors(operation: str, *, job_name: str | None = None,
+               request: Mapping[str, Any] | None = None,
+               region: str | None = None) -> Iterator[None]:
     """Raise a ddpjob error (chained to the original) for any AWS error inside the block."""
     from botocore.exceptions import (
         ClientError,
@@ -159,27 +137,22 @@ def aws_errors(
     try:
         yield
     except ClientError as error:
-        raise translate_client_error(
-            error, operation=operation, job_name=job_name, request=request, region=region,
-        ) from error
+        raise translate_client_error(error, operation=operation, job_name=job_name,
+                                     request=request, region=region) from error
     except ParamValidationError as error:
         # botocore checked the request against the service model before sending it.
         report = _one_line(error.kwargs.get("report", str(error)))
-        raise InvalidRequestError(
-            f"Invalid {operation} request, nothing was sent: {report}",
-            code="ParamValidationError", operation=operation,
-        ) from error
+        raise InvalidRequestError(f"Invalid {operation} request, nothing was sent: {report}",
+                                  code="ParamValidationError", operation=operation) from error
     except (NoCredentialsError, PartialCredentialsError) as error:
         raise CredentialsError(
             f"No usable AWS credentials for {operation}: run `aws configure` (or `aws sso "
             f"login`), or set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
-            code=type(error).__name__, operation=operation,
-        ) from error
+            code=type(error).__name__, operation=operation) from error
     except (BotoConnectionError, HTTPClientError) as error:
         # botocore already retried; its 80-line traceback says no more than this line.
         where = f" in {region}" if region else ""
         raise UnreachableError(
             f"Could not reach AWS for {operation}{where}: {_one_line(str(error))}: check the "
             f"network connection (or AWS_ENDPOINT_URL, a proxy)",
-            code=type(error).__name__, operation=operation,
-        ) from None
+            code=type(error).__name__, operation=operation) from None

@@ -120,15 +120,9 @@ class LogReader:
                 stream.token = token
 
 
-def follow_logs(
-    client: Any,
-    job_name: str,
-    job_status: Callable[[], str],
-    *,
-    follow: bool = True,
-    polling: LogPolling | None = None,
-    region: str | None = None,
-) -> Iterator[tuple[str, str]]:
+def follow_logs(client: Any, job_name: str, job_status: Callable[[], str], *, follow: bool = True,
+                polling: LogPolling | None = None,
+                region: str | None = None) -> Iterator[tuple[str, str]]:
     """Yield `(host, line)` of every host of `job_name`.
 
     Without `follow`, yield what exists now. With it, poll (backing off while nothing arrives)

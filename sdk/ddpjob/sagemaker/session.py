@@ -31,8 +31,7 @@ _ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
 
 ROLE_REQUIRED = (
     "role is required for SageMaker jobs: pass role='arn:aws:iam::<account>:role/<name>' "
-    "(an IAM role that SageMaker can assume), or set role in ~/.ddpjob/config.yaml"
-)
+    "(an IAM role that SageMaker can assume), or set role in ~/.ddpjob/config.yaml")
 
 
 def require_role(role: str | None) -> str:
@@ -41,24 +40,12 @@ def require_role(role: str | None) -> str:
         raise UserInputError(ROLE_REQUIRED)
     if role.startswith("arn:"):
         if not _ROLE_ARN.match(role):
-            raise UserInputError(
-                f"role {role!r} is not an IAM role ARN: use "
-                f"'arn:aws:iam::<12-digit account>:role/<name>'"
-            )
+            raise UserInputError(f"role {role!r} is not an IAM role ARN: use "
+                                 f"'arn:aws:iam::<12-digit account>:role/<name>'")
     elif not _ROLE_NAME.match(role):
-        raise UserInputError(
-            f"role {role!r} is neither an IAM role ARN nor a role name: use "
-            f"'arn:aws:iam::<account>:role/<name>'"
-        )
+        raise UserInputError(f"role {role!r} is neither an IAM role ARN nor a role name: use "
+                             f"'arn:aws:iam::<account>:role/<name>'")
     return role
-
-
-def _partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
 
 
 class Session(BaseSession):
@@ -71,15 +58,9 @@ class Session(BaseSession):
         """An IAM role ARN or name (UserInputError otherwise)."""
         require_role(role)
 
-    def __init__(
-        self,
-        boto_session: Any = None,
-        sagemaker_client: Any = None,
-        logs_client: Any = None,
-        default_bucket: str | None = None,
-        *,
-        log_polling: LogPolling | None = None,
-    ):
+    def __init__(self, boto_session: Any = None, sagemaker_client: Any = None,
+                 logs_client: Any = None, default_bucket: str | None = None, *,
+                 log_polling: LogPolling | None = None):
         """Clients default to ones made from `boto_session` (default: `boto3.Session()`).
 
         `default_bucket` replaces `sagemaker-<region>-<account>`; `log_polling` sets how
@@ -90,20 +71,16 @@ class Session(BaseSession):
 
         self.boto_session = boto_session or boto3.Session()
         region = self.boto_session.region_name or (
-            sagemaker_client.meta.region_name if sagemaker_client is not None else None
-        )
+            sagemaker_client.meta.region_name if sagemaker_client is not None else None)
         if not region:
             raise UserInputError(
                 "No AWS region configured: set AWS_DEFAULT_REGION (e.g. us-east-1), run "
-                "`aws configure`, or pass boto_session=boto3.Session(region_name=...)"
-            )
+                "`aws configure`, or pass boto_session=boto3.Session(region_name=...)")
         self._region: str = region
         self._sagemaker = sagemaker_client or self.boto_session.client(
-            "sagemaker", region_name=region, config=Config(retries=_RETRIES)
-        )
+            "sagemaker", region_name=region, config=Config(retries=_RETRIES))
         self._logs_client = logs_client or self.boto_session.client(
-            "logs", region_name=region, config=Config(retries=_LOG_RETRIES)
-        )
+            "logs", region_name=region, config=Config(retries=_LOG_RETRIES))
         self._bucket_override = None if default_bucket is None else \
             storage.check_bucket_name(default_bucket, "default_bucket")
         self._default_bucket: str | None = None
@@ -214,11 +191,9 @@ class Session(BaseSession):
             self._sagemaker.stop_training_job(TrainingJobName=job_name)
 
     def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]:
-        return follow_logs(
-            self._logs_client, job_name,
-            lambda: self._describe(job_name)["TrainingJobStatus"],
-            follow=follow, polling=self.log_polling, region=self._region,
-        )
+        return follow_logs(self._logs_client, job_name,
+                           lambda: self._describe(job_name)["TrainingJobStatus"],
+                           follow=follow, polling=self.log_polling, region=self._region)
 
     def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:
         """See `BaseSession.list`."""
@@ -243,7 +218,8 @@ class Session(BaseSession):
         role = require_role(role)
         if role.startswith("arn:"):
             return role
-        return f"arn:{_partition(self._region)}:iam::{self.account_id()}:role/{role}"
+        partition = self.boto_session.get_partition_for_region(self._region)
+        return f"arn:{partition}:iam::{self.account_id()}:role/{role}"
 
     def default_bucket_name(self) -> str:
         """The bucket for code and outputs: `default_bucket`, or `sagemaker-<region>-<account>`

@@ -18,8 +18,7 @@ def choose_backend(requested: str | None, cuda_available: bool) -> str:
     if name == "nccl" and not cuda_available:
         raise BackendUnavailableError(
             "backend='nccl' needs CUDA, which this process does not see; "
-            "leave backend unset to use gloo on CPU"
-        )
+            "leave backend unset to use gloo on CPU")
     if name == "ccl":
         load_ccl()
     return name
@@ -33,5 +32,4 @@ def load_ccl() -> None:
         raise BackendUnavailableError(
             "backend='ccl' needs Intel's oneCCL bindings for PyTorch "
             "(pip install oneccl_bind_pt), which cannot be imported here: "
-            f"{err}"
-        ) from None
+            f"{err}") from None

@@ -26,21 +26,9 @@ from ddpjob_runtime.dataparallel.torch._backend import choose_backend
 from ddpjob_runtime.dataparallel.torch._work import Work
 
 __all__ = [
-    "ReduceOp",
-    "Work",
-    "all_gather",
-    "all_reduce",
-    "all_to_all_single",
-    "barrier",
-    "broadcast",
-    "get_local_rank",
-    "get_local_size",
-    "get_rank",
-    "get_world_size",
-    "group",
-    "init_process_group",
-    "is_available",
-    "is_initialized",
+    "ReduceOp", "Work", "all_gather", "all_reduce", "all_to_all_single", "barrier",
+    "broadcast", "get_local_rank", "get_local_size", "get_rank", "get_world_size", "group",
+    "init_process_group", "is_available", "is_initialized",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,17 +56,13 @@ class group:  # noqa: N801 - the name and shape of smdistributed's (and torch's)
     WORLD = _World()
 
 
-_TORCH_OPS = {
-    ReduceOp.SUM: tdist.ReduceOp.SUM,
-    ReduceOp.MIN: tdist.ReduceOp.MIN,
-    ReduceOp.MAX: tdist.ReduceOp.MAX,
-}
 _FROM_TORCH = {
     tdist.ReduceOp.SUM: ReduceOp.SUM,
     tdist.ReduceOp.MIN: ReduceOp.MIN,
     tdist.ReduceOp.MAX: ReduceOp.MAX,
     tdist.ReduceOp.AVG: ReduceOp.AVERAGE,
 }
+_TORCH_OPS = {op: theirs for theirs, op in _FROM_TORCH.items() if op is not ReduceOp.AVERAGE}
 # Backends found to lack a native all_to_all in this process (decided on first use).
 _NO_NATIVE_ALL_TO_ALL: set[str] = set()
 
@@ -111,13 +95,8 @@ def init_process_group(*args: Any, **kwargs: Any) -> None:
     if cuda and "nccl" in backend:
         torch.cuda.set_device(_env_int("LOCAL_RANK", 0))
     tdist.init_process_group(backend, *rest, **kwargs)
-    logger.info(
-        "initialized: backend=%s rank=%d world_size=%d local_rank=%s",
-        backend,
-        tdist.get_rank(),
-        tdist.get_world_size(),
-        os.environ.get("LOCAL_RANK", "?"),
-    )
+    logger.info("initialized: backend=%s rank=%d world_size=%d local_rank=%s", backend,
+                tdist.get_rank(), tdist.get_world_size(), os.environ.get("LOCAL_RANK", "?"))
 
 
 def is_initialized() -> bool:
@@ -127,15 +106,13 @@ def is_initialized() -> bool:
 
 def get_world_size(group: Any = group.WORLD) -> int:
     """Number of workers in the job, over all hosts."""
-    _require_initialized("get_world_size")
-    _check_group(group)
+    _require_initialized("get_world_size", group)
     return tdist.get_world_size()
 
 
 def get_rank(group: Any = group.WORLD) -> int:
     """This worker's rank in the job, 0 to world size - 1."""
-    _require_initialized("get_rank")
-    _check_group(group)
+    _require_initialized("get_rank", group)
     return tdist.get_rank()
 
 
@@ -151,18 +128,13 @@ def get_local_size() -> int:
     return _local("LOCAL_WORLD_SIZE", tdist.get_world_size())
 
 
-def all_reduce(
-    tensor: torch.Tensor,
-    op: ReduceOp | Any = ReduceOp.SUM,
-    group: Any = group.WORLD,
-    async_op: bool = False,
-) -> AsyncHandle | None:
+def all_reduce(tensor: torch.Tensor, op: ReduceOp | Any = ReduceOp.SUM, group: Any = group.WORLD,
+               async_op: bool = False) -> AsyncHandle | None:
     """Reduce ``tensor`` in place over all workers with ``op`` (default SUM).
 
     ``AVERAGE`` of an integer tensor keeps its dtype, rounded down (floor division).
     """
-    _require_initialized("all_reduce")
-    _check_group(group)
+    _require_initialized("all_reduce", group)
     op = _reduce_op(op)
     if op is not ReduceOp.AVERAGE:
         return tdist.all_reduce(tensor, op=_TORCH_OPS[op], async_op=async_op)
@@ -187,80 +159,65 @@ def all_reduce(
     return None
 
 
-def broadcast(
-    tensor: torch.Tensor, src: int = 0, group: Any = group.WORLD, async_op: bool = False
-) -> AsyncHandle | None:
+def broadcast(tensor: torch.Tensor, src: int = 0, group: Any = group.WORLD,
+              async_op: bool = False) -> AsyncHandle | None:
     """Copy ``tensor`` of rank ``src`` into ``tensor`` on every other worker."""
-    _require_initialized("broadcast")
-    _check_group(group)
+    _require_initialized("broadcast", group)
     world = tdist.get_world_size()
     if not 0 <= src < world:
         raise UnsupportedArgumentError(f"broadcast: src={src} is not a rank (world size {world})")
     return tdist.broadcast(tensor, src=src, async_op=async_op)
 
 
-def all_gather(
-    tensor_list: list[torch.Tensor],
-    tensor: torch.Tensor,
-    group: Any = group.WORLD,
-    async_op: bool = False,
-) -> AsyncHandle | None:
+def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any = group.WORLD,
+               async_op: bool = False) -> AsyncHandle | None:
     """Fill ``tensor_list[i]`` with ``tensor`` of rank ``i``, on every worker."""
-    _require_initialized("all_gather")
-    _check_group(group)
+    _require_initialized("all_gather", group)
     world = tdist.get_world_size()
     if len(tensor_list) != world:
-        raise UnsupportedArgumentError(
-            f"all_gather: tensor_list has {len(tensor_list)} tensors, needs world size {world}"
-        )
+        raise UnsupportedArgumentError(f"all_gather: tensor_list has {len(tensor_list)} "
+                                       f"tensors, needs world size {world}")
     return tdist.all_gather(tensor_list, tensor, async_op=async_op)
 
 
-def all_to_all_single(
-    output_t: torch.Tensor,
-    input_t: torch.Tensor,
-    output_split_sizes: Sequence[int] | None = None,
-    input_split_sizes: Sequence[int] | None = None,
-    group: Any = group.WORLD,
-    async_op: bool = False,
-) -> AsyncHandle | None:
+def all_to_all_single(output_t: torch.Tensor, input_t: torch.Tensor,
+                      output_split_sizes: Sequence[int] | None = None,
+                      input_split_sizes: Sequence[int] | None = None, group: Any = group.WORLD,
+                      async_op: bool = False) -> AsyncHandle | None:
     """Scatter dim-0 chunks of ``input_t`` to all workers; gather theirs into ``output_t``.
 
     Without split sizes the chunks are equal; backends without a native all-to-all get one
     built from point-to-point sends.
     """
-    _require_initialized("all_to_all_single")
-    _check_group(group)
+    _require_initialized("all_to_all_single", group)
     backend = tdist.get_backend()
     if backend not in _NO_NATIVE_ALL_TO_ALL:
         try:
-            return tdist.all_to_all_single(
-                output_t, input_t, output_split_sizes, input_split_sizes, async_op=async_op
-            )
+            return tdist.all_to_all_single(output_t, input_t, output_split_sizes,
+                                           input_split_sizes, async_op=async_op)
         except RuntimeError as err:
             # Refused before any data moved, identically on every rank: safe to fall back.
             if not _all_to_all.is_unsupported(err):
                 raise
             logger.info("backend %s has no all_to_all: using point-to-point sends", backend)
             _NO_NATIVE_ALL_TO_ALL.add(backend)
-    return _all_to_all.all_to_all_single(
-        output_t, input_t, output_split_sizes, input_split_sizes, async_op=async_op
-    )
+    return _all_to_all.all_to_all_single(output_t, input_t, output_split_sizes,
+                                         input_split_sizes, async_op=async_op)
 
 
 def barrier(group: Any = group.WORLD, async_op: bool = False) -> AsyncHandle | None:
     """Wait until every worker reached this call."""
-    _require_initialized("barrier")
-    _check_group(group)
+    _require_initialized("barrier", group)
     return tdist.barrier(async_op=async_op)
 
 
-def _require_initialized(what: str) -> None:
+def _require_initialized(what: str, group_: Any = None) -> None:
+    """Refuse a call before init_process_group(), or on a group other than WORLD."""
     if not is_initialized():
         raise NotInitializedError(
             f"ddpjob_runtime.dataparallel is not initialized: call init_process_group() "
-            f"first (before {what})"
-        )
+            f"first (before {what})")
+    _check_group(group_)
 
 
 def _check_group(value: Any) -> None:
@@ -271,8 +228,7 @@ def _check_group(value: Any) -> None:
         return
     raise UnsupportedArgumentError(
         f"group={value!r} is not supported: like smdistributed.dataparallel, only "
-        "group.WORLD (every worker of the job) is"
-    )
+        "group.WORLD (every worker of the job) is")
 
 
 def _reduce_op(op: Any) -> ReduceOp:
@@ -284,8 +240,7 @@ def _reduce_op(op: Any) -> ReduceOp:
         return _FROM_TORCH[op]
     except (KeyError, TypeError):
         raise UnsupportedArgumentError(
-            f"op={op!r} is not supported: use ReduceOp.AVERAGE, SUM, MIN or MAX"
-        ) from None
+            f"op={op!r} is not supported: use ReduceOp.AVERAGE, SUM, MIN or MAX") from None
 
 
 def _check_launcher_env(kwargs: dict[str, Any]) -> None:
@@ -296,8 +251,7 @@ def _check_launcher_env(kwargs: dict[str, Any]) -> None:
     if missing:
         raise LauncherEnvironmentError(
             f"init_process_group() needs the launcher's environment, missing {', '.join(missing)}:"
-            " start the script with torchrun or ddpjob-train"
-        )
+            " start the script with torchrun or ddpjob-train")
 
 
 def _local(name: str, fallback: int) -> int:

@@ -39,8 +39,7 @@ class DistributedDataParallel(nn.parallel.DistributedDataParallel):
         bucket_cap_mb: float | None = None,
         **kwargs: Any,
     ) -> None:
-        dist._require_initialized("DistributedDataParallel")
-        dist._check_group(process_group)
+        dist._require_initialized("DistributedDataParallel", process_group)
         if device_ids is None and _uses_cuda() and _on_cpu(module):
             local_rank = dist.get_local_rank()
             module = module.to(torch.device("cuda", local_rank))
