@@ -50,7 +50,7 @@ def _run(session: LocalSession, request: dict[str, Any], status: str = "Complete
 
 
 def _warm(session: LocalSession, name: str) -> dict[str, Any] | None:
-    return session.describe(name).get("WarmPoolStatus")
+    return session.describe(name).raw.get("WarmPoolStatus")
 
 
 def _pool_of(session: LocalSession, name: str) -> dict[str, Any]:
