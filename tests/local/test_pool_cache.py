@@ -30,18 +30,23 @@ pytestmark = pytest.mark.slow
 HOSTS = ("algo-1", "algo-2")
 
 
+def stop_pools(session: LocalSession) -> None:
+    """Stop every pool `session` left and wait until they and their processes are gone."""
+    for pool in session.warm_pools():
+        if pool["Status"] != "Terminated":
+            session.stop_warm_pool(pool["Name"])
+    wait_for(lambda: all(p["Status"] == "Terminated" for p in session.warm_pools()), 60,
+             "every pool to end")
+    assert_no_processes(session.home)
+
+
 @pytest.fixture
 def stops_pools(session: LocalSession) -> Iterator[LocalSession]:
     """The session; every pool it left is stopped after the test, whatever happened."""
     try:
         yield session
     finally:
-        for pool in session.warm_pools():
-            if pool["Status"] != "Terminated":
-                session.stop_warm_pool(pool["Name"])
-        wait_for(lambda: all(p["Status"] == "Terminated" for p in session.warm_pools()), 60,
-                 "every pool to end")
-        assert_no_processes(session.home)
+        stop_pools(session)
 
 
 def _job(session: LocalSession, tmp_path: Path, name: str, path: str, *,

@@ -19,6 +19,7 @@ from ddpjob.local import sandbox
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import assert_no_processes, local_session_at, processes_under, wait_for
+from tests.local.test_pool_cache import stop_pools
 from tests.sdk3.test_modeltrainer_local import WHEEL, _wheel, modeltrainer_request, run_job
 
 pytestmark = [
@@ -37,10 +38,7 @@ def session(tmp_path: Path) -> Iterator[LocalSession]:
         try:
             yield local
         finally:
-            for pool in local.warm_pools():
-                if pool["Status"] != "Terminated":
-                    local.stop_warm_pool(pool["Name"])
-            assert_no_processes(local.home)
+            stop_pools(local)
 
 
 def _source(tmp_path: Path) -> Path:
