@@ -19,7 +19,16 @@ from typing import Any
 
 from ddpjob_runtime import contract, processes
 
-from ddpjob.local import failure_cause, gpus, hostkind, hostroot, proctree, sandbox, staging
+from ddpjob.local import (
+    failure_cause,
+    gpus,
+    hostkind,
+    hostroot,
+    poolcache,
+    proctree,
+    sandbox,
+    staging,
+)
 from ddpjob.local.poolkeeper import Lease
 from ddpjob.local.templates import Template
 from ddpjob.local.templates import enabled as templates_enabled
@@ -64,8 +73,9 @@ class Hosts:
     """The host processes of the job in `job_dir`, as asked for by `request`."""
 
     def __init__(self, request: dict[str, Any], job_dir: Path,
-                 template: Template | Lease | None = None):
+                 template: Template | Lease | None = None, pool: Path | None = None):
         self.request, self.job_dir = request, job_dir
+        self.pool = pool  # the folder of the warm pool the job runs on (its hosts' caches)
         self.names = hostroot.host_names(request)
         self.procs: dict[str, subprocess.Popen] = {}
         self.kill_at: float | None = None
@@ -76,10 +86,13 @@ class Hosts:
         # the job's own template, or the warm pool's it holds (`poolkeeper.Lease`)
         self.template = template or Template(job_dir, job_dir / "logs" / "template.log")
 
-    def _env(self, root: Path, gpu_ids: list[str]) -> dict[str, str]:
+    def _env(self, root: Path, gpu_ids: list[str], cache: Path | None) -> dict[str, str]:
         env = dict(os.environ)
         env.update(self.request.get("Environment") or {})
         env.pop(contract.ENV_ROOT, None)  # in its own namespace the root is /opt/ml itself
+        env.pop(poolcache.ENV, None)  # only a job on a warm pool has a cache
+        if cache is not None:
+            env[poolcache.ENV] = poolcache.env_value(cache, self.isolation is None)
         if self.isolation is not None:  # the fallback: the root is a folder the runtime is told
             env[contract.ENV_ROOT] = str(root)
         env["PYTHONUNBUFFERED"] = "1"  # lines reach the log as they are printed
@@ -107,11 +120,12 @@ class Hosts:
                       f"{message}\n")
 
     def _isolated(self, command: list[str], root: Path, staged: dict[str, Any] | None,
-                  hosts_file: Path) -> list[str]:
+                  hosts_file: Path, pool_cache: Path | None) -> list[str]:
         """`command` run in the host's own namespace: `/opt/ml` is `root`, every staged channel
-        a read-only mount at `input/data/<channel>` (`staged` names them), `/etc/hosts` the
-        job's `hosts_file`, the job folders and the object cache read-only but for this job's
-        `hosts/`."""
+        a read-only mount at `input/data/<channel>` (`staged` names them), the host's warm-pool
+        cache (`pool_cache`) a writable one at `sagemaker/warmpoolcache`, `/etc/hosts` the job's
+        `hosts_file`, the job folders, the object cache and the pools read-only but for this
+        job's `hosts/`."""
         views = {}
         for name, spec in ((staged or {}).get("channels") or {}).items():
             target = root / contract.DATA_DIR / name
@@ -120,9 +134,21 @@ class Hosts:
         home = self.job_dir.parent.parent
         cache = staging.cache_of(home).root
         cache.mkdir(mode=0o700, exist_ok=True)  # a cache made later is read-only here too
-        return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
+        read_only = [self.job_dir.parent, cache]
+        if self.pool is not None:  # other pools' caches only through the pool's own mounts
+            read_only.append(self.pool.parent)
+        return sandbox.wrap(command, root=root, read_only=read_only,
                             writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
-                            views=views)
+                            views=views, writable_views={root / poolcache.IN_ROOT: pool_cache}
+                            if pool_cache is not None else None)
+
+    def _pool_cache(self, host: str, root: Path, own_namespace: bool) -> Path | None:
+        """Host `host`'s warm-pool cache, placed in its root (None when the job is on no pool)."""
+        if self.pool is None:
+            return None
+        cache = poolcache.host_folder(self.pool, host)
+        poolcache.place(root, cache, own_namespace)
+        return cache
 
     def start(self, staged: dict[str, dict[str, Any]] | None = None) -> dict[str, int]:
         """Render each host's root (with what `staging` staged for it) and start its runtime;
@@ -148,11 +174,12 @@ class Hosts:
             mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged
             root = hostroot.prepare(self.request, host, port, self.job_dir, mounted, own)
             host_command = hostkind.host_command(self.request, self.job_dir, host) or command
+            cache = self._pool_cache(host, root, own)
             if own:
-                host_command = self._isolated(host_command, root, host_staged, hosts_file)
+                host_command = self._isolated(host_command, root, host_staged, hosts_file, cache)
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(
-                    host_command, cwd=root, env=self._env(root, gpu_ids),
+                    host_command, cwd=root, env=self._env(root, gpu_ids, cache),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, preexec_fn=processes.ends_with_this_process(),
                 )  # fmt: skip
@@ -210,6 +237,7 @@ class Hosts:
         proctree.end_descendants(grace_s=2.0)
         for host in self.names:  # what a killed host could not remove itself
             shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
+            poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool
 
     def forget(self) -> None:
         """Before the ended hosts start again (a job retry): forget their processes and the

@@ -3,8 +3,9 @@ lease a job's supervisor holds on a pool.
 
 The keeper runs in its own session, outside every job's process tree (the supervisor forks it
 off before it becomes a subreaper), so it outlives the job that created it. It starts the
-pool's template process (`templates.Template`: torch and the runtime imported, dies with the
-keeper) and ends it — and with it every process forked from it — when the pool ends:
+pool's template process if the pool holds one (`templates.Template`: torch and the runtime
+imported, dies with the keeper) and ends it — and with it every process forked from it — and
+removes the hosts' persistent caches (`poolcache`) when the pool ends:
 its keep-alive passed while Available, a stop was asked for (`pools.stop`, SIGTERM), the pool's
 folder is gone (its home was removed), memory is short while it is Available
 (MemAvailable below `DDPJOB_POOL_MIN_AVAILABLE_MB`, default the larger of 512 MiB and 5% of
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ddpjob.local import pools, proctree
+from ddpjob.local import poolcache, pools, proctree
 from ddpjob.local.templates import Template
 
 log = logging.getLogger("ddpjob.local.poolkeeper")
@@ -81,7 +82,7 @@ def why_end(folder: Path, template: Template, signalled: list[str],
         pool = pools.read(folder)
     except (OSError, ValueError, TypeError):
         return "its folder is gone (the home was removed)", False
-    if template.proc is None or template.proc.poll() is not None:
+    if pool.preloaded and (template.proc is None or template.proc.poll() is not None):
         return "the template process exited", False
     if pool.status == pools.AVAILABLE:
         if pool.stop_requested:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
             pools.read(folder).stop_requested if (folder / pools.RECORD).exists() else "stopped"))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     template = Template(folder, folder / "template.log")
-    name = template.start()
+    name = template.start() if pools.read(folder).preloaded else ""
 
     def started(pool: pools.Pool) -> None:
         pool.keeper_pid, pool.template = os.getpid(), name
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(POLL_S)
     finally:
         template.stop()
+        poolcache.remove(folder)
         log.info("pool %s ended: %s", folder.name, reason)
         with contextlib.suppress(OSError, ValueError, TypeError):
             pools.update(home, folder.name, _terminated(reason or "the keeper failed"))
@@ -167,10 +169,11 @@ def spawn(folder: Path) -> None:
 
 class Lease:
     """A job's hold on a warm pool; to `hosts.Hosts` it is the job's template (`start`,
-    `command`, `stop`, `name`)."""
+    `command`, `stop`, `name`), which a pool that is not `preloaded` does not hold (its hosts
+    run an image's own program, or `DDPJOB_PRELOAD=0`: `start` is never called)."""
 
-    def __init__(self, home: Path, request: dict[str, Any], key: str):
-        self.home, self.request, self.key = home, request, key
+    def __init__(self, home: Path, request: dict[str, Any], key: str, preloaded: bool = True):
+        self.home, self.request, self.key, self.preloaded = home, request, key, preloaded
         self.job = request["TrainingJobName"]
         self.pool_id = ""
         self.reused_from = ""  # the job whose pool this job reuses ("" when started cold)
@@ -183,7 +186,7 @@ class Lease:
         if pool is not None:
             self.pool_id, self.reused_from, self.name = pool.id, pool.jobs[-2]["job"], pool.template
             return
-        folder = pools.create(self.home, self.request, self.key, os.getpid())
+        folder = pools.create(self.home, self.request, self.key, os.getpid(), self.preloaded)
         self.pool_id = folder.name
         spawn(folder)
 
@@ -199,6 +202,11 @@ class Lease:
         if not self.name:
             raise RuntimeError(f"the keeper of warm pool {self.pool_id} did not start")
         return self.name
+
+    @property
+    def folder(self) -> Path:
+        """The pool's folder (where its hosts' caches are)."""
+        return pools.pools_dir(self.home) / self.pool_id
 
     command = Template.command
 

@@ -1,9 +1,12 @@
 """Local warm pools (`ResourceConfig.KeepAlivePeriodInSeconds`): records under `<home>/pools/`.
 
-A pool is one keeper process (`poolkeeper`) holding one template process (torch and the runtime
-imported, `ddpjob_runtime.zygote`); every host of a job on the pool forks its runtime, agent and
-workers from that template. `<home>/pools/<id>/pool.json` says which jobs ran on it, which one
-holds it now and until when it stays warm. Every read-modify-write holds `<home>/pools/.lock`,
+A pool is one keeper process (`poolkeeper`) and, for jobs whose hosts run ddpjob's runtime, one
+template process (torch and the runtime imported, `ddpjob_runtime.zygote`) every host of a job
+on the pool forks its runtime, agent and workers from (a pool of jobs that run an image's own
+program, or of `DDPJOB_PRELOAD=0`, holds none: on SageMaker a reused instance starts a fresh
+container). Each host of a job on a pool has its persistent cache under the pool (`poolcache`).
+`<home>/pools/<id>/pool.json` says which jobs ran on it, which one holds it now and until when
+it stays warm. Every read-modify-write holds `<home>/pools/.lock`,
 so that two supervisors never claim one pool.
 
 As on SageMaker: a job that asks for a keep-alive and finds an Available pool whose request
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob.local import proctree
+from ddpjob.local import poolcache, proctree
 from ddpjob.local.jobstore import private_dir, read_json, write_json
 
 IN_USE, AVAILABLE, TERMINATED, REUSED = "InUse", "Available", "Terminated", "Reused"
@@ -62,6 +65,7 @@ class Pool:
     stop_requested: str = ""  # why it is to end (the keeper ends it)
     terminated_at: float | None = None
     reason: str = ""  # why it ended
+    preloaded: bool = True  # whether it holds a template (its jobs' hosts run ddpjob's runtime)
 
     @property
     def job(self) -> str:
@@ -87,14 +91,15 @@ def keep_alive(request: dict[str, Any]) -> int:
     return int(_get(request, "ResourceConfig.KeepAlivePeriodInSeconds") or 0)
 
 
-def match_key(request: dict[str, Any]) -> str | None:
+def match_key(request: dict[str, Any], preloaded: bool = True) -> str | None:
     """What a pool and a job must share for the job to start on it; None when the job asks for
     no keep-alive (SageMaker: only such a job creates or reuses a warm pool) or for spot
-    capacity (which SageMaker never keeps warm)."""
+    capacity (which SageMaker never keeps warm). Locally a job whose hosts fork from a template
+    (`preloaded`) takes only a pool that holds one, and the other way round."""
     if keep_alive(request) <= 0 or request.get("EnableManagedSpotTraining"):
         return None
     matched = {name: _get(request, name) for name in _MATCHED}
-    matched["python"] = sys.executable
+    matched["python"], matched["preloaded"] = sys.executable, preloaded
     matched["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
     return hashlib.sha256(json.dumps(matched, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -155,6 +160,8 @@ def claim(home: Path, key: str, job: str, supervisor_pid: int) -> Pool | None:
         return None
     with _locked(home) as folder:
         for entry, pool in _records(folder):
+            if seen(pool).status == TERMINATED:  # its keeper may have died before removing it
+                poolcache.remove(entry)
             if (pool.key != key or seen(pool).status != AVAILABLE or pool.stop_requested
                     or time.time() >= (pool.expires_at or 0)):
                 continue
@@ -165,14 +172,16 @@ def claim(home: Path, key: str, job: str, supervisor_pid: int) -> Pool | None:
     return None
 
 
-def create(home: Path, request: dict[str, Any], key: str, supervisor_pid: int) -> Path:
-    """A new pool record held by the request's job (InUse); its keeper is not started yet."""
+def create(home: Path, request: dict[str, Any], key: str, supervisor_pid: int,
+           preloaded: bool = True) -> Path:
+    """A new pool record held by the request's job (InUse), with a template if `preloaded`;
+    its keeper is not started yet."""
     resources = request["ResourceConfig"]
     pool = Pool(id=f"pool-{secrets.token_hex(6)}", key=key, status=IN_USE,
                 keep_alive=keep_alive(request), instance_type=resources["InstanceType"],
                 instance_count=resources["InstanceCount"],
                 jobs=[{"job": request["TrainingJobName"], "start": time.time()}],
-                supervisor_pid=supervisor_pid)  # fmt: skip
+                supervisor_pid=supervisor_pid, preloaded=preloaded)  # fmt: skip
     with _locked(home, create=True) as folder:
         (folder / pool.id).mkdir(mode=0o700)
         write(folder / pool.id, pool)

@@ -16,8 +16,9 @@ waits for it as before). In the namespace:
 - `/etc/hosts` is the job's own file (the machine's lines, then `algo-N` -> `127.0.0.N`), so the
   host names resolve as on SageMaker; the network namespace stays the machine's (loopback);
 - paths of `read_only` are bound read-only onto themselves, paths of `writable` stay writable
-  inside them, and `views` bind a folder read-only at another place (a staged channel at
-  `input/data/<channel>`), all deepest first. A read-only mount refuses `chmod` and writes
+  inside them, `views` bind a folder read-only at another place (a staged channel at
+  `input/data/<channel>`) and `writable_views` one writable (a warm pool's cache at
+  `sagemaker/warmpoolcache`), all deepest first. A read-only mount refuses `chmod` and writes
   through the names below it only: another name of the same file (a hard link) elsewhere stays
   writable, so the caller makes read-only every folder where a name of a shared file lives (the
   job folders and the object cache).
@@ -107,17 +108,20 @@ def _run_probe() -> str | None:
 def wrap(
     command: Sequence[str], *, root: PathLike, read_only: Sequence[PathLike], hosts_file: PathLike,
     writable: Sequence[PathLike] = (), views: Mapping[PathLike, PathLike] | None = None,
+    writable_views: Mapping[PathLike, PathLike] | None = None,
 ) -> list[str]:  # fmt: skip
     """The command that runs `command` in a mount namespace where `/opt/ml` is `root`,
     `/etc/hosts` is `hosts_file`, the `read_only` paths are read-only but for the `writable`
-    paths inside them, and each `views` target shows its source folder read-only."""
+    paths inside them, each `views` target shows its source folder read-only and each
+    `writable_views` target its source folder writable."""
     args = [*_interpreter(), "--root", str(root), "--hosts-file", str(hosts_file)]
     for path in read_only:
         args += ["--read-only", str(path)]
     for path in writable:
         args += ["--writable", str(path)]
-    for target, source in (views or {}).items():
-        args += ["--view", str(target), str(source)]
+    for flag, mapping in (("--view", views), ("--writable-view", writable_views)):
+        for target, source in (mapping or {}).items():
+            args += [flag, str(target), str(source)]
     return [*args, "--", *command]
 
 
@@ -252,11 +256,14 @@ def _existing(path: str, what: str) -> str:
 
 
 def set_up(root: str, hosts_file: str, read_only: Sequence[str], writable: Sequence[str],
-           views: Sequence[tuple[str, str]]) -> None:
+           views: Sequence[tuple[str, str]],
+           writable_views: Sequence[tuple[str, str]] = ()) -> None:
     """Enter the host's namespace and mount everything (see the module's docstring)."""
     binds = [(_existing(p, "read-only path"),) * 2 + (True,) for p in read_only]
     binds += [(_existing(p, "writable path"),) * 2 + (False,) for p in writable]
     binds += [(_existing(s, "view source"), _existing(t, "view target"), True) for t, s in views]
+    binds += [(_existing(s, "view source"), _existing(t, "view target"), False)
+              for t, s in writable_views]
     root, hosts_file = _existing(root, "root"), _existing(hosts_file, "hosts file")
     _enter_namespace()
     for source, target, ro in sorted(binds, key=lambda b: -b[1].count("/")):  # deepest first
@@ -290,17 +297,18 @@ def _probe_here() -> None:
 
 _LISTED = {"--read-only": "read_only", "--writable": "writable"}
 _SINGLE = {"--root": "root", "--hosts-file": "hosts_file"}
+_VIEWS = {"--view": "view", "--writable-view": "writable_view"}
 
 
 def _parse(argv: list[str]) -> dict:
     """`wrap`'s options and the command after `--` (by hand: argparse's imports would double
     this file's start)."""
     args: dict = {"probe": False, "root": None, "hosts_file": None, "read_only": [],
-                  "writable": [], "view": [], "command": []}
+                  "writable": [], "view": [], "writable_view": [], "command": []}
     rest = list(argv)
     while rest:
         flag = rest.pop(0)
-        wanted = 2 if flag == "--view" else 1 if flag in _LISTED or flag in _SINGLE else 0
+        wanted = 2 if flag in _VIEWS else 1 if flag in _LISTED or flag in _SINGLE else 0
         if len(rest) < wanted:
             _usage(f"{flag} needs {wanted} value(s)")
         if flag == "--":
@@ -312,8 +320,8 @@ def _parse(argv: list[str]) -> dict:
             args[_SINGLE[flag]] = rest.pop(0)
         elif flag in _LISTED:
             args[_LISTED[flag]].append(rest.pop(0))
-        elif flag == "--view":
-            args["view"].append((rest.pop(0), rest.pop(0)))
+        elif flag in _VIEWS:
+            args[_VIEWS[flag]].append((rest.pop(0), rest.pop(0)))
         else:
             _usage(f"unknown argument {flag!r}")
     return args
@@ -321,7 +329,8 @@ def _parse(argv: list[str]) -> dict:
 
 def _usage(message: str) -> None:
     print("usage: sandbox.py (--probe | --root R --hosts-file F [--read-only P]... "
-          f"[--writable P]... [--view TARGET SOURCE]... -- COMMAND...)\nsandbox.py: {message}",
+          "[--writable P]... [--view TARGET SOURCE]... [--writable-view TARGET SOURCE]... "
+          f"-- COMMAND...)\nsandbox.py: {message}",
           file=sys.stderr)
     sys.exit(2)
 
@@ -353,7 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     if not (root and args["hosts_file"] and command):
         _usage("--root, --hosts-file and a command after -- are required")
     try:
-        set_up(root, args["hosts_file"], args["read_only"], args["writable"], args["view"])
+        set_up(root, args["hosts_file"], args["read_only"], args["writable"], args["view"],
+               args["writable_view"])
         os.chdir(OPT_ML)
     except (SandboxError, OSError) as exc:
         _fail(root, f"cannot give the host its own {OPT_ML}: {exc}")

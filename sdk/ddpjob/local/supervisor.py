@@ -43,7 +43,7 @@ class Supervisor:
         self.job_dir = store.job_dir(name)
         self.request = store.request(name)
         self.lease = _lease(store.home, self.request, self.job_dir)
-        self.hosts = Hosts(self.request, self.job_dir, self.lease)
+        self.hosts = Hosts(self.request, self.job_dir, self.lease)  # its pool: once acquired
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
         self.internal_error: str | None = None
@@ -195,6 +195,7 @@ class Supervisor:
             log.exception("no warm pool: the job starts its own template")
             self.lease, self.hosts = None, Hosts(self.request, self.job_dir)
             return
+        self.hosts.pool = self.lease.folder  # known once claimed or created
         if self.lease.reused_from:
             message = (f"{MESSAGES[SecondaryStatus.STARTING]}: reusing the warm pool "
                        f"{self.lease.pool_id} of training job {self.lease.reused_from}")
@@ -235,17 +236,13 @@ class Supervisor:
 
 
 def _lease(home: Path, request: dict, job_dir: Path) -> poolkeeper.Lease | None:
-    """The job's warm pool when it asks for a keep-alive and its hosts run ddpjob's runtime
-    forked from a template (pools hold templates); None otherwise."""
-    key = pools.match_key(request)
-    if key is None:
-        return None
-    if not templates_enabled() or hostkind.host_command(
-            request, job_dir, hostroot.host_names(request)[0]) is not None:
-        log.warning("KeepAlivePeriodInSeconds: no warm pool for this job (its hosts run the "
-                    "image's own program, or DDPJOB_PRELOAD=0); it starts cold")
-        return None
-    return poolkeeper.Lease(home, request, key)
+    """The job's warm pool when it asks for a keep-alive (None otherwise): one with a template
+    when its hosts run ddpjob's runtime forked from one, else one without (what SageMaker keeps
+    of an instance between jobs: the record and the hosts' caches; a fresh container runs)."""
+    preloaded = templates_enabled() and hostkind.host_command(
+        request, job_dir, hostroot.host_names(request)[0]) is None
+    key = pools.match_key(request, preloaded)
+    return None if key is None else poolkeeper.Lease(home, request, key, preloaded)
 
 
 def main(argv: list[str] | None = None) -> None:
