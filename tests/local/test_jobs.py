@@ -221,6 +221,9 @@ def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
     wait_for(lambda: "sleeping" in log_text(session, "orphan", "algo-1")
              if (session.job_dir("orphan") / "logs/algo-1.log").exists() else False,
              JOB_TIMEOUT_S, "the job to run")  # fmt: skip
+    # The supervisor records Training on its next look at the hosts, after the script printed.
+    wait_for(lambda: client.store.state("orphan").status.value == "Training", 30,
+             "the supervisor to record Training")
     pid = client.store.state("orphan").supervisor_pid
     subprocess.run(["kill", "-KILL", str(pid)], check=True)
     job = wait_until_ended(session, "orphan", timeout_s=30)

@@ -8,4 +8,6 @@ import ddpjob_runtime.dataparallel.torch.distributed as dist
 parent = Path(f"/proc/{os.getppid()}/cmdline").read_text().replace("\0", " ")
 dist.init_process_group()
 dist.barrier()
-print(f"rank {dist.get_rank()} parent: {parent}", flush=True)
+# One write: the ranks of a host share its log, and an unbuffered print writes its text and
+# its newline apart, so another rank's line could land between them.
+os.write(1, f"rank {dist.get_rank()} parent: {parent}\n".encode())
