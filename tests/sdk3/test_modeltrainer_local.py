@@ -62,10 +62,11 @@ def _wheel(folder: Path) -> None:
             wheel.writestr(name, text)
 
 
-def _source(tmp_path: Path) -> Path:
+def _source(tmp_path: Path, script: Path = SCRIPT) -> Path:
+    """A source folder: `script` as train.py and a requirement (a local wheel) to install."""
     source = tmp_path / "src"
     source.mkdir()
-    shutil.copy(SCRIPT, source / "train.py")
+    shutil.copy(script, source / "train.py")
     _wheel(source)
     (source / "requirements.txt").write_text(f"./{WHEEL}\n")
     return source

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import assert_no_processes, local_session_at, processes_under, wait_for
 from tests.local.test_pool_cache import stop_pools
-from tests.sdk3.test_modeltrainer_local import WHEEL, _wheel, modeltrainer_request, run_job
+from tests.sdk3.test_modeltrainer_local import _source, modeltrainer_request, run_job
 
 pytestmark = [
     pytest.mark.slow,
@@ -41,15 +40,6 @@ def session(tmp_path: Path) -> Iterator[LocalSession]:
             stop_pools(local)
 
 
-def _source(tmp_path: Path) -> Path:
-    source = tmp_path / "src"
-    source.mkdir()
-    shutil.copy(PROBE, source / "train.py")
-    _wheel(source)
-    (source / "requirements.txt").write_text(f"./{WHEEL}\n")
-    return source
-
-
 def _renamed(request: dict[str, Any], name: str) -> dict[str, Any]:
     request = copy.deepcopy(request)
     request["TrainingJobName"] = name
@@ -61,7 +51,7 @@ def test_a_modeltrainer_job_with_keep_alive_runs_on_a_pool_with_its_cache(
     sdk3_python: Path, s3_bucket: str, tmp_path: Path, session: LocalSession
 ) -> None:
     boto3.client("s3").put_object(Bucket=s3_bucket, Key="data/values.txt", Body=b"1 2")
-    sent = modeltrainer_request(sdk3_python, s3_bucket, _source(tmp_path), hosts=1,
+    sent = modeltrainer_request(sdk3_python, s3_bucket, _source(tmp_path, PROBE), hosts=1,
                                 processes=None, keep_alive=60, path="hard", tag="first")
     assert sent["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 60
     first, logs = run_job(session, _renamed(sent, "mt-pool-1"))
