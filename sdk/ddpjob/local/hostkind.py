@@ -15,13 +15,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ddpjob.local import container_host, dlc_host, platform_host
+from ddpjob.local import container_host, dlc_host, platform_host, templates
 
 
 def runs_image_program(request: dict[str, Any]) -> bool:
     """Whether the hosts run the image's own program (a container command or the DLC's
     toolkit), with the platform's duties done around it on every host."""
     return container_host.is_container_request(request) or dlc_host.is_dlc_request(request)
+
+
+def forks_from_template(request: dict[str, Any]) -> bool:
+    """Whether the hosts' runtime, agents and workers are forked from a template process
+    (`templates`): ddpjob's runtime does, unless `DDPJOB_PRELOAD=0`; an image's program never."""
+    return templates.enabled() and not runs_image_program(request)
 
 
 def needs_program(request: dict[str, Any]) -> bool:

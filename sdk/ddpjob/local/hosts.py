@@ -31,7 +31,6 @@ from ddpjob.local import (
 )
 from ddpjob.local.poolkeeper import Lease
 from ddpjob.local.templates import Template
-from ddpjob.local.templates import enabled as templates_enabled
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -165,8 +164,7 @@ class Hosts:
         if own:
             hosts_file.write_text(
                 sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
-        if templates_enabled() and hostkind.host_command(self.request, self.job_dir,
-                                                         self.names[0]) is None:
+        if hostkind.forks_from_template(self.request):
             self.template.start()  # ddpjob's runtime: hosts, agents and workers forked from it
             command = self.template.command(BOOTSTRAP_MODULE)
         for host, gpu_ids in zip(self.names, slices, strict=True):

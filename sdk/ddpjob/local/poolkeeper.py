@@ -194,7 +194,7 @@ class Lease:
         """The template's name, once the pool's keeper started it."""
         deadline = time.monotonic() + KEEPER_START_S
         while not self.name and time.monotonic() < deadline:
-            pool = pools.read(self.home / "pools" / self.pool_id)
+            pool = pools.read(self.folder)
             if pool.template or pool.status == pools.TERMINATED:
                 self.name = pool.template
                 break
@@ -213,7 +213,7 @@ class Lease:
     def stop(self) -> None:
         """The job's hosts ended: end what is left of the processes forked for them (the pool
         and its template stay)."""
-        template_pid = pools.read(self.home / "pools" / self.pool_id).template_pid
+        template_pid = pools.read(self.folder).template_pid
         deadline = time.monotonic() + LEFTOVER_GRACE_S
         while template_pid and (left := proctree.descendants(template_pid)):
             proctree.signal_all(left, signal.SIGKILL if time.monotonic() > deadline

@@ -22,12 +22,11 @@ from pathlib import Path
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, hostkind, hostroot, metrics, poolkeeper, pools, staging
+from ddpjob.local import failure_cause, hostkind, metrics, poolkeeper, pools, staging
 from ddpjob.local.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import MESSAGES, JobState
 from ddpjob.local.jobstore import JobStore
-from ddpjob.local.templates import enabled as templates_enabled
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -42,7 +41,7 @@ class Supervisor:
         self.store, self.name = store, name
         self.job_dir = store.job_dir(name)
         self.request = store.request(name)
-        self.lease = _lease(store.home, self.request, self.job_dir)
+        self.lease = _lease(store.home, self.request)
         self.hosts = Hosts(self.request, self.job_dir, self.lease)  # its pool: once acquired
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
@@ -235,12 +234,11 @@ class Supervisor:
             self._finish()
 
 
-def _lease(home: Path, request: dict, job_dir: Path) -> poolkeeper.Lease | None:
+def _lease(home: Path, request: dict) -> poolkeeper.Lease | None:
     """The job's warm pool when it asks for a keep-alive (None otherwise): one with a template
     when its hosts run ddpjob's runtime forked from one, else one without (what SageMaker keeps
     of an instance between jobs: the record and the hosts' caches; a fresh container runs)."""
-    preloaded = templates_enabled() and hostkind.host_command(
-        request, job_dir, hostroot.host_names(request)[0]) is None
+    preloaded = hostkind.forks_from_template(request)
     key = pools.match_key(request, preloaded)
     return None if key is None else poolkeeper.Lease(home, request, key, preloaded)
 
