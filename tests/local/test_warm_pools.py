@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob.cli import main as cli_main
+from ddpjob.errors import UserInputError
 from ddpjob.local.poolkeeper import MIN_AVAILABLE_ENV
 from ddpjob.local.session import LocalSession
 
@@ -120,6 +121,15 @@ def test_a_job_that_differs_starts_cold_and_the_cli_stops_every_pool(
     assert cli_main(["pools", "list"]) == 0
     assert capsys.readouterr().out.count("Terminated") == 3
     assert cli_main(["pools", "stop", "pool-nosuchpool"]) != 0
+    # A name that leads out of the pools' folder names no pool, though a record lies there.
+    record = session.home / "pools" / _pool_of(session, "one-host")["Name"] / "pool.json"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "pool.json").write_bytes(record.read_bytes().replace(b"Terminated", b"Available"))
+    before = (outside / "pool.json").read_bytes()
+    with pytest.raises(UserInputError, match="no warm pool named '../../outside'"):
+        session.stop_warm_pool("../../outside")
+    assert (outside / "pool.json").read_bytes() == before
     assert_no_processes(session.home)
 
 

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import fsutil
+from ddpjob_runtime.errors import UnsafePathError
+
 from ddpjob.local import poolcache, proctree
 from ddpjob.local.jobstore import private_dir, read_json, write_json
 
@@ -160,9 +163,10 @@ def claim(home: Path, key: str, job: str, supervisor_pid: int) -> Pool | None:
         return None
     with _locked(home) as folder:
         for entry, pool in _records(folder):
-            if seen(pool).status == TERMINATED:  # its keeper may have died before removing it
+            status = seen(pool).status
+            if status == TERMINATED:  # its keeper may have died before removing it
                 poolcache.remove(entry)
-            if (pool.key != key or seen(pool).status != AVAILABLE or pool.stop_requested
+            if (pool.key != key or status != AVAILABLE or pool.stop_requested
                     or time.time() >= (pool.expires_at or 0)):
                 continue
             pool.status, pool.supervisor_pid = IN_USE, supervisor_pid
@@ -210,8 +214,13 @@ def pools(home: Path) -> list[Pool]:
 
 def stop(home: Path, pool_id: str, reason: str = "stopped by the user") -> Pool:
     """End pool `pool_id`: at once when Available, when its job ends when InUse (as
-    SageMaker's `KeepAlivePeriodInSeconds` 0 does). KeyError when there is no such pool."""
-    if not (pools_dir(home) / pool_id / RECORD).is_file():
+    SageMaker's `KeepAlivePeriodInSeconds` 0 does). KeyError when there is no such pool (a
+    name that leads out of the pools' folder names none)."""
+    try:
+        folder = fsutil.contained(pools_dir(home), pool_id, "warm pool name")
+    except UnsafePathError:
+        raise KeyError(pool_id) from None
+    if not (folder / RECORD).is_file():
         raise KeyError(pool_id)
 
     def change(pool: Pool) -> None:
