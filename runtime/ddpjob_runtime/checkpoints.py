@@ -268,29 +268,25 @@ def upload_if_missing(folder: Path, uri: str) -> None:
     _upload(folder, uri)
 
 
-def _prune_local(root: Path, keep: int) -> None:
-    """Keep the newest `keep` complete checkpoints; drop older ones and older leftovers."""
-    complete = complete_steps(root)
+def _older(found: list[int], complete: list[int], keep: int) -> list[int]:
+    """Steps of `found` older than the newest `keep` complete ones (a newer leftover stays)."""
     kept = set(complete[-keep:])
-    if not kept:
-        return
-    for step in steps([p.name for p in root.iterdir() if p.is_dir()]):
-        if step not in kept and step < max(kept):
-            shutil.rmtree(root / step_dir_name(step), ignore_errors=True)
+    return [step for step in found if kept and step not in kept and step < max(kept)]
+
+
+def _prune_local(root: Path, keep: int) -> None:
+    for step in _older(steps([p.name for p in root.iterdir() if p.is_dir()]),
+                       complete_steps(root), keep):
+        shutil.rmtree(root / step_dir_name(step), ignore_errors=True)
 
 
 def _prune_remote(uri: str, keep: int) -> None:
-    """The same for `uri`: remote steps not among the newest `keep` complete ones go."""
     listing = _remote_listing(uri)
-    complete = [step for step, sizes in listing.items() if MANIFEST in sizes]
-    kept = set(complete[-keep:])
-    if not kept:
-        return
-    for step in listing:
-        if step not in kept and step < max(kept):
-            prefix = storage.join(uri, step_dir_name(step))
-            storage.delete(storage.join(prefix, MANIFEST))  # incomplete first, then the rest
-            storage.delete_prefix(prefix)
+    for step in _older(list(listing), [s for s, sizes in listing.items() if MANIFEST in sizes],
+                       keep):
+        prefix = storage.join(uri, step_dir_name(step))
+        storage.delete(storage.join(prefix, MANIFEST))  # incomplete first, then the rest
+        storage.delete_prefix(prefix)
 
 
 class _Shipper:

@@ -34,7 +34,8 @@ _SAME_KEYS = (
     "current_instance_group_hosts", "instance_groups", "instance_groups_dict",
     "distribution_instance_groups", "is_hetero", "module_name", "log_level", "framework_module",
     "input_dir", "input_config_dir", "output_dir", "num_cpus", "num_gpus", "num_neurons",
-    "model_dir", "module_dir", "output_intermediate_dir")
+    "model_dir", "module_dir", "output_intermediate_dir", "hosts", "network_interface_name",
+    "user_entry_point", "resource_config", "input_data_config", "output_data_dir")
 
 
 def env_value(value: Any) -> str:
@@ -114,9 +115,6 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
     hps = env.hyperparameters
     params = framework_params(env)
     program = hps.get(contract.PROGRAM)
-    module_name = str(program)
-    if module_name.endswith(".py"):
-        module_name = module_name[:-3]
     mp_parameters = os.environ.get("SM_HP_MP_PARAMETERS")
     groups = _instance_groups(env, params)
     return {
@@ -139,7 +137,7 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
         "log_level": hps.get(contract.CONTAINER_LOG_LEVEL, logging.INFO),
         "model_dir": str(env.model_dir),
         "module_dir": str(hps.get(contract.SUBMIT_DIRECTORY, env.code_dir)),
-        "module_name": module_name,
+        "module_name": str(program).removesuffix(".py"),
         "network_interface_name": env.resource_config.get("network_interface_name", "eth0"),
         "num_cpus": cpus,
         "num_gpus": gpus,
@@ -159,14 +157,8 @@ def render(env: TrainingEnvironment, gpus: int, cpus: int | None = None) -> dict
         cpus = os.cpu_count() or 1
     full = training_env(env, gpus, cpus)
     values: dict[str, Any] = {
-        "hosts": full["hosts"],
-        "network_interface_name": full["network_interface_name"],
         "hps": full["hyperparameters"],
-        "user_entry_point": full["user_entry_point"],
         "framework_params": full["additional_framework_parameters"],
-        "resource_config": full["resource_config"],
-        "input_data_config": full["input_data_config"],
-        "output_data_dir": full["output_data_dir"],
         "channels": sorted(full["channel_input_dirs"]),
         "training_env": full,
         "user_args": user_args(full["hyperparameters"]),

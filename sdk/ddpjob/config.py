@@ -201,13 +201,13 @@ def _relative_to(base: Path, value: Any) -> Any:
     return str((base / Path(value).expanduser()).resolve())
 
 
-def backend_of(instance_type: Any) -> str | None:
+def backend_of(instance_type: object) -> str | None:
     """The name of the backend an instance type runs on, or None for no valid type."""
     backend = backends.for_instance_type(instance_type)
     return backend and backend.name
 
 
-def resolve_backend(flag: str | None, instance_type: Any, config: Config) -> tuple[str, Any]:
+def resolve_backend(flag: str | None, instance_type: object, config: Config) -> tuple[str, Any]:
     """The backend and instance type of a run.
 
     The backend is `--backend` (`flag`), else the one the instance type implies, else the config

@@ -10,10 +10,15 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import contract
 from ddpjob_runtime.errors import ObjectNotFoundError, StorageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from boto3.s3.transfer import TransferConfig
+    from botocore.client import BaseClient
+    from s3transfer.subscribers import BaseSubscriber
 
 MB = 1024 * 1024
 # Measured with benchmarks/bench_transfers.py (moto on loopback, 2 CPUs, --no-cli sweeps with
@@ -35,10 +40,10 @@ _CLIENT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "
                "AWS_CONFIG_FILE")
 
 _lock = threading.Lock()
-_clients: dict[tuple, Any] = {}
+_clients: dict[tuple, BaseClient] = {}
 
 
-def transfer_config() -> Any:
+def transfer_config() -> TransferConfig:
     """The s3transfer settings: module defaults, overridable by the DDPJOB_S3_* variables."""
     from boto3.s3.transfer import TransferConfig
 
@@ -52,7 +57,7 @@ def transfer_config() -> Any:
         use_threads=True)
 
 
-def client() -> Any:
+def client() -> BaseClient:
     """The process's S3 client: one per process and AWS environment, thread-safe."""
     # Keyed by pid (a forked child must not share the parent's connection pool) and by the
     # variables that pick the endpoint and credentials (tests switch them within a process).
@@ -165,7 +170,7 @@ def _known_object_type() -> type:
     return KnownObject
 
 
-def known_object(size: int, etag: str | None) -> Any:
+def known_object(size: int, etag: str | None) -> BaseSubscriber:
     """The subscriber that tells s3transfer an object's listed size and ETag."""
     return _known_object_type()(size, etag)
 
