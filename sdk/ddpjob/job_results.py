@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import storage
 
@@ -12,6 +12,9 @@ from ddpjob import checkpoint_store
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.training_job import TrainingJob
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.analytics import TrainingJobAnalytics
 
 
 class JobResults:
@@ -44,7 +47,7 @@ class JobResults:
         return self.session.describe(self._job().name).model_artifacts
 
     @property
-    def training_job_analytics(self) -> Any:
+    def training_job_analytics(self) -> TrainingJobAnalytics:
         """The latest job's `TrainingJobAnalytics`, as in the official SDK: its `dataframe()`
         holds the series of its MetricDefinitions, rows `timestamp` (seconds since training
         started), `metric_name`, `value`."""

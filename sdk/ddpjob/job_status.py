@@ -51,8 +51,13 @@ class SecondaryStatus(str, enum.Enum):
 
     @property
     def primary(self) -> TrainingJobStatus:
-        """The primary status this secondary status belongs to."""
-        return _PRIMARY[self]
+        """The primary status this secondary status belongs to: a running or restarting job is
+        InProgress, MaxRuntimeExceeded is Stopped, the others share their primary's name."""
+        if self in _RUNNING or self is SecondaryStatus.RESTARTING:
+            return TrainingJobStatus.IN_PROGRESS
+        if self is SecondaryStatus.MAX_RUNTIME_EXCEEDED:
+            return TrainingJobStatus.STOPPED
+        return TrainingJobStatus(self.value)
 
     @property
     def is_terminal(self) -> bool:
@@ -99,20 +104,6 @@ class JobDescription:
 
 
 S = SecondaryStatus
-# The table from the local backend's native state (the secondary status) to the primary status.
-_PRIMARY = {
-    S.STARTING: TrainingJobStatus.IN_PROGRESS,
-    S.DOWNLOADING: TrainingJobStatus.IN_PROGRESS,
-    S.TRAINING: TrainingJobStatus.IN_PROGRESS,
-    S.UPLOADING: TrainingJobStatus.IN_PROGRESS,
-    S.STOPPING: TrainingJobStatus.STOPPING,
-    S.COMPLETED: TrainingJobStatus.COMPLETED,
-    S.FAILED: TrainingJobStatus.FAILED,
-    S.STOPPED: TrainingJobStatus.STOPPED,
-    S.MAX_RUNTIME_EXCEEDED: TrainingJobStatus.STOPPED,
-    S.RESTARTING: TrainingJobStatus.IN_PROGRESS,
-}
-
 # The progress of a running job only moves forward; any running state may fail or be stopped,
 # or be retried after an internal error: Restarting, then Starting again (SageMaker's
 # RetryStrategy documentation: "When the job is retried, its SecondaryStatus is changed to

@@ -81,7 +81,7 @@ def _local_files(folder: Path) -> list[tuple[str, Path]]:
     for root, dirs, files in os.walk(folder, followlinks=True):
         dirs.sort()
         for name in sorted(files):
-            if not (name.startswith(".") and name.endswith(fsutil.TMP_SUFFIX)):
+            if not fsutil.is_temporary(name):
                 path = Path(root, name)
                 if not path.is_file():  # reading a named pipe would block for ever
                     raise StorageError(f"{path}: not a regular file (a named pipe, socket, "

@@ -156,7 +156,7 @@ class LocalBucket:
         for root, dirs, files in os.walk(self.root) if self.root.is_dir() else ():
             dirs.sort()
             for name in files:
-                if name.startswith(".") and name.endswith(fsutil.TMP_SUFFIX):
+                if fsutil.is_temporary(name):
                     continue
                 path = Path(root, name)
                 key = path.relative_to(self.root).as_posix()

@@ -27,7 +27,7 @@ STATE = "state.json"
 LOCK = ".lock"
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: object) -> None:
     """Replace `path` with `data` as JSON; a reader sees the old file or the new one, never half."""
     fsutil.write_json(path, data, indent=1, mode=0o600)
 

@@ -35,7 +35,7 @@ class DistributedDataParallel(nn.parallel.DistributedDataParallel):
         device_ids: Sequence[int | torch.device] | None = None,
         output_device: int | torch.device | None = None,
         broadcast_buffers: bool = True,
-        process_group: Any = None,
+        process_group: object = None,
         bucket_cap_mb: float | None = None,
         **kwargs: Any,
     ) -> None:
