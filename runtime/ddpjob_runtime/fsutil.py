@@ -97,7 +97,6 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a local file."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):

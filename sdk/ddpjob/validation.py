@@ -28,19 +28,16 @@ def positive_int(value: object, argument: str, *, low: int = 1, high: int | None
 
 def optional_int(value: object, argument: str, *, low: int = 1, high: int | None = None
                  ) -> int | None:
-    """None, or `positive_int`."""
     return None if value is None else positive_int(value, argument, low=low, high=high)
 
 
 def optional_str(value: object, argument: str) -> str | None:
-    """None or a non-empty string."""
     if value is not None and (not isinstance(value, str) or not value):
         raise UserInputError(f"{argument} must be a non-empty string or None, got {value!r}")
     return value
 
 
 def optional_bool(value: object, argument: str) -> bool | None:
-    """None, True or False."""
     if value is not None and not isinstance(value, bool):
         raise UserInputError(f"{argument} must be True, False or None, got {value!r}")
     return value

@@ -84,7 +84,6 @@ class JobStore:
         return (self.job_dir(name) / STATE).is_file()
 
     def names(self) -> list[str]:
-        """Names of every created job."""
         if not self.jobs.is_dir():
             return []
         return [p.name for p in self.jobs.iterdir() if (p / STATE).is_file()]

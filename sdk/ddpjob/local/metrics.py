@@ -81,7 +81,6 @@ class MetricCollector:
         return len(records)
 
     def close(self) -> None:
-        """Close the logs and end the matcher's child process."""
         self.matcher.close()
         for tail in self.tails.values():
             tail.close()
