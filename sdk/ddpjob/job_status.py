@@ -11,7 +11,7 @@ import datetime as dt
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpjob_runtime import contract
 
@@ -125,6 +125,14 @@ ALLOWED_MOVES: dict[SecondaryStatus, frozenset[SecondaryStatus]] = {
     S.STOPPED: frozenset(),
     S.MAX_RUNTIME_EXCEEDED: frozenset(),
 }
+
+
+class MetricRow(TypedDict):
+    """One point of a job's metric series (`metric_series`): seconds since training started."""
+
+    timestamp: float
+    metric_name: str
+    value: float
 
 
 class InvalidTransition(ValueError):

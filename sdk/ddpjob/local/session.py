@@ -24,7 +24,7 @@ from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.jobstore import check_own_dir
@@ -163,7 +163,7 @@ class LocalSession(BaseSession):
         self._client.create_reserved(request)
 
     def _metric_series(self, job: JobDescription,
-                       metric_names: list[str]) -> list[dict[str, Any]]:
+                       metric_names: list[str]) -> list[MetricRow]:
         from ddpjob.local import metrics
 
         start = (job.training_start_time or job.creation_time).timestamp()

@@ -12,7 +12,7 @@ from ddpjob_runtime import storage
 
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
 from ddpjob.sagemaker.execution_role import caller_role
 from ddpjob.sagemaker.logs import LogPolling, follow_logs
@@ -165,7 +165,7 @@ class Session(BaseSession):
             self.sagemaker_client.create_training_job(**request)
 
     def _metric_series(self, job: JobDescription,
-                       metric_names: list[str]) -> list[dict[str, Any]]:
+                       metric_names: list[str]) -> list[MetricRow]:
         from ddpjob.sagemaker.metrics import cloudwatch_series
 
         with aws_errors("GetMetricStatistics", job_name=job.name, region=self._region):
