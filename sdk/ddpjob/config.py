@@ -30,7 +30,6 @@ from ddpjob import arguments, backends
 from ddpjob.errors import UserInputError
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
-BACKENDS = backends.NAMES
 
 # key -> (accepted types, what the error says is allowed)
 _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -118,7 +117,7 @@ def _tags_dict(tags: Any, where: str) -> dict[str, str]:
 
 
 def _check_config_value(key: str, value: str, where: str) -> None:
-    if key == "backend" and value not in BACKENDS:
+    if key == "backend" and value not in backends.NAMES:
         raise UserInputError(f"{where}: backend must be 'local' or 'sagemaker', not {value!r}")
     if key == "instance_type" and backend_of(value) is None:
         raise UserInputError(f"{where}: instance_type {value!r} is not allowed: use 'local', "

@@ -145,18 +145,15 @@ def check_move(current: SecondaryStatus, new: SecondaryStatus) -> None:
         raise InvalidTransition(f"a training job cannot move from {current.value} to {new.value}")
 
 
-# A host's phase as the runtime writes it to its status file, then "exited with code 0".
-HOST_PHASES = contract.HOST_PHASES
-
-
 def job_progress(host_phases: Iterable[str]) -> SecondaryStatus:
     """The running job's secondary status from its hosts' phases.
 
     The job is as far as its slowest host: it is Training once every host trains, Uploading
     while the first host uploads and the others are done. A host that exited 0 counts as "Done".
     """
-    slowest = min((HOST_PHASES.index(p) for p in host_phases), default=0)
-    return SecondaryStatus(HOST_PHASES[min(slowest, HOST_PHASES.index("Uploading"))])
+    phases = contract.HOST_PHASES  # as the runtime writes them to its status file, then "Done"
+    slowest = min((phases.index(p) for p in host_phases), default=0)
+    return SecondaryStatus(phases[min(slowest, phases.index("Uploading"))])
 
 
 def advance(current: SecondaryStatus, progress: SecondaryStatus) -> SecondaryStatus:
