@@ -57,7 +57,6 @@ def step_of(name: str) -> int | None:
 
 
 def steps(names: Iterable[str]) -> list[int]:
-    """The steps among folder `names`, oldest first."""
     return sorted(step for name in set(names) if (step := step_of(name)) is not None)
 
 

@@ -28,7 +28,6 @@ _CHUNK = 8 * 1024 * 1024
 
 
 def error(status: int, code: str, message: str) -> Answer:
-    """An error answer as botocore parses it."""
     return status, {"Error": {"Code": code, "Message": message}}
 
 

@@ -205,7 +205,6 @@ class LocalSageMakerClient:
 
     @property
     def bucket_root(self) -> Path:
-        """The folder that is the bucket `sagemaker-local` for this home's jobs."""
         return self.store.home / "buckets" / LOCAL_BUCKET
 
     def _known(self, name: str, operation: str) -> str:

@@ -57,7 +57,6 @@ class JobState:
 
     @classmethod
     def new(cls, name: str, now: float | None = None) -> JobState:
-        """The state of a job that was just created (InProgress / Starting)."""
         now = time.time() if now is None else now
         message = MESSAGES[S.STARTING]
         return cls(name, S.STARTING, now, now,
@@ -76,7 +75,6 @@ class JobState:
 
     @property
     def is_terminal(self) -> bool:
-        """True once the job can no longer change."""
         return self.status.is_terminal
 
     # --- the one place a status changes --------------------------------------------------

@@ -33,7 +33,6 @@ def write_json(path: Path, data: object) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """The JSON in `path` (FileNotFoundError when it is not there)."""
     with open(path) as f:
         return json.load(f)
 
@@ -76,7 +75,6 @@ class JobStore:
         self.jobs = self.home / "jobs"
 
     def job_dir(self, name: str) -> Path:
-        """The folder of job `name` (whether or not it exists)."""
         return self.jobs / name
 
     def exists(self, name: str) -> bool:
@@ -118,7 +116,6 @@ class JobStore:
         return target
 
     def request(self, name: str) -> dict[str, Any]:
-        """The CreateTrainingJob request the job was created with."""
         return read_json(self.job_dir(name) / REQUEST)
 
     def state(self, name: str) -> JobState:
@@ -127,7 +124,6 @@ class JobStore:
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
-        """Hold job `name`'s lock (between processes) for the duration of the block."""
         with open(self.job_dir(name) / LOCK, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:

@@ -34,7 +34,6 @@ def model_artifacts_uri(request: dict[str, Any]) -> str:
 
 
 def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
-    """The DescribeTrainingJob response of a local job."""
     name = request["TrainingJobName"]
     status = state.status
     response: dict[str, Any] = {

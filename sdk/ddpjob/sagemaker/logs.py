@@ -41,7 +41,6 @@ class LogPolling:
     page_limit: int | None = None
 
     def next_delay(self, delay: float, got_lines: bool) -> float:
-        """The delay before the next poll, given the last delay and whether lines arrived."""
         if got_lines:
             return self.initial
         return min(delay * self.factor, self.maximum)
