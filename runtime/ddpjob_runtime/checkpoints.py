@@ -59,10 +59,6 @@ def checkpoint_dir() -> Path:
     return environment.checkpoint_local_dir(root, config)
 
 
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0") or 0)
-
-
 # ---------------------------------------------------------------- reading
 
 
@@ -354,7 +350,7 @@ def save(state: Any, step: int | None = None, *, keep: int = DEFAULT_KEEP,
     StorageError when the previous background write or upload failed. Returns True once the
     snapshot is taken.
     """
-    if _rank() != 0:
+    if int(os.environ.get("RANK") or 0) != 0:  # torchrun's global rank
         return False
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")

@@ -25,11 +25,6 @@ class TrainingJobStatus(str, enum.Enum):
     STOPPING = "Stopping"
     STOPPED = "Stopped"
 
-    @property
-    def is_terminal(self) -> bool:
-        """True once the job can no longer change (Completed, Failed, Stopped)."""
-        return self.value in TERMINAL_STATUSES
-
 
 #: The one set of ended `TrainingJobStatus` values, as DescribeTrainingJob spells them.
 TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
@@ -62,7 +57,7 @@ class SecondaryStatus(str, enum.Enum):
     @property
     def is_terminal(self) -> bool:
         """True once the job can no longer change."""
-        return self.primary.is_terminal
+        return self.primary.value in TERMINAL_STATUSES
 
 
 @dataclass(frozen=True)
