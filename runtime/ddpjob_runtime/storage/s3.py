@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -182,11 +182,13 @@ def _progress_bar(total: int, description: str) -> Any:
                 disable=total < PROGRESS_MIN_BYTES, leave=False)
 
 
-Submit = Callable[[Any, list], Any]  # (manager, subscribers) -> future
+#: One transfer: a TransferManager method ("upload", "download"), its arguments, its keyword
+#: arguments (their `subscribers` come first, the progress bar's after).
+Transfer = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 
-def run_transfers(uri: str, action: str, jobs: Iterable[Submit], total: int | None) -> None:
-    """Submit every job to one TransferManager (parallel across files) and wait for all.
+def run_transfers(uri: str, action: str, jobs: Iterable[Transfer], total: int | None) -> None:
+    """Submit every transfer to one TransferManager (parallel across files) and wait for all.
 
     With a `total` (bytes), a tqdm progress bar follows the transfers.
     """
@@ -199,6 +201,8 @@ def run_transfers(uri: str, action: str, jobs: Iterable[Submit], total: int | No
     with errors(uri, action), bar:
         subscribers = [ProgressCallbackInvoker(bar.update)] if total is not None else []
         with create_transfer_manager(client(), transfer_config()) as manager:
-            futures = [submit(manager, subscribers) for submit in jobs]
+            futures = [getattr(manager, method)(*args, **{
+                **kwargs, "subscribers": [*kwargs.get("subscribers", ()), *subscribers]})
+                for method, args, kwargs in jobs]
             for future in futures:
                 future.result()
