@@ -226,8 +226,7 @@ class Session(BaseSession):
         """
         if self._default_bucket is None:
             name = self.default_bucket_name()
-            chosen_by_us = not self._bucket_override
-            owner = self.account_id() if chosen_by_us else None
+            owner = None if self._bucket_override else self.account_id()  # ours: we chose it
             with aws_errors("HeadBucket", region=self._region):  # offline: one line
                 self._ensure_bucket(name, expected_owner=owner)
             self._default_bucket = name
