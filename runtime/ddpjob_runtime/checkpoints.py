@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import contract, environment, fsutil, storage
 from ddpjob_runtime.checkpoint_layout import (
@@ -40,6 +40,9 @@ from ddpjob_runtime.checkpoint_layout import (
     write_manifest,
 )
 from ddpjob_runtime.errors import StorageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch.serialization import MAP_LOCATION
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def complete_steps(local_dir: Path | None = None) -> list[int]:
     return [s for s in steps(names) if local_complete(root / step_dir_name(s)) is not None]
 
 
-def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | None:
+def load_latest(map_location: MAP_LOCATION = None, weights_only: bool = True) -> Any | None:
     """The state of the latest complete checkpoint in the local folder, or None when there is none.
 
     Every rank calls it; the runtime brought the latest checkpoint down from
@@ -224,7 +227,7 @@ class _HashingWriter:
         self._f.flush()
 
 
-def _write_local(state: Any, step: int, root: Path) -> Path:
+def _write_local(state: object, step: int, root: Path) -> Path:
     """torch.save into a temp file, fsync, rename into step-N/state.pt, manifest last."""
     import torch
 
@@ -310,7 +313,7 @@ class _Shipper:
             message = f"checkpoint write failed: {type(error).__name__}: {error}"
             raise StorageError(message) from error
 
-    def start(self, state: Any, step: int, root: Path, uri: str | None, keep: int) -> None:
+    def start(self, state: object, step: int, root: Path, uri: str | None, keep: int) -> None:
         def work() -> None:
             try:
                 start = time.monotonic()
@@ -333,7 +336,7 @@ class _Shipper:
 _shipper = _Shipper()
 
 
-def save(state: Any, step: int | None = None, *, keep: int = DEFAULT_KEEP,
+def save(state: object, step: int | None = None, *, keep: int = DEFAULT_KEEP,
          block: bool = True) -> bool:
     """Checkpoint `state` (any torch.save-able object); only global rank 0 writes.
 

@@ -38,7 +38,7 @@ _SAME_KEYS = (
     "user_entry_point", "resource_config", "input_data_config", "output_data_dir")
 
 
-def env_value(value: Any) -> str:
+def env_value(value: object) -> str:
     """One value as the toolkit writes it into an environment variable."""
     if isinstance(value, bytes):
         return value.decode("latin1")

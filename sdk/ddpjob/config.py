@@ -206,7 +206,8 @@ def backend_of(instance_type: object) -> str | None:
     return backend and backend.name
 
 
-def resolve_backend(flag: str | None, instance_type: object, config: Config) -> tuple[str, Any]:
+def resolve_backend(flag: str | None, instance_type: object,
+                    config: Config) -> tuple[str, object]:
     """The backend and instance type of a run.
 
     The backend is `--backend` (`flag`), else the one the instance type implies, else the config
