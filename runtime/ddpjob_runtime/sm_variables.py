@@ -28,6 +28,9 @@ _DISTRIBUTION_FLAGS = (
     contract.MPI, "sagemaker_parameter_server_enabled", contract.SMDDP, contract.PYTORCH_DDP,
     contract.PYTORCH_XLA, "sagemaker_multi_worker_mirrored_strategy_enabled",
     contract.TORCH_DISTRIBUTED)
+# The folders of `training_env`, the environment's attributes of the same name.
+_FOLDERS = ("input_config_dir", "input_dir", "model_dir", "output_data_dir", "output_dir",
+            "output_intermediate_dir")
 # The `training_env` keys that are also `SM_<KEY>` variables as they are.
 _SAME_KEYS = (
     "current_host", "current_instance_type", "current_instance_group",
@@ -119,6 +122,7 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
     groups = _instance_groups(env, params)
     return {
         **groups,  # current_instance_group(_hosts), distribution_*, instance_groups*, is_hetero
+        **{folder: str(getattr(env, folder)) for folder in _FOLDERS},
         "additional_framework_parameters": params,
         "channel_input_dirs": {c: str(env.channel_dir(c)) for c in env.input_data_config},
         "current_host": env.current_host,
@@ -126,25 +130,19 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
         "framework_module": os.environ.get("SAGEMAKER_TRAINING_MODULE"),
         "hosts": env.hosts,
         "hyperparameters": env.user_hyperparameters,
-        "input_config_dir": str(env.input_config_dir),
         "input_data_config": env.input_data_config,
-        "input_dir": str(env.input_dir),
         "is_master": env.current_host == groups["master_hostname"],
         "is_modelparallel_enabled": mp_parameters and mp_parameters != "{}",
         "is_smddpmprun_installed": shutil.which("smddpmprun") is not None,
         "is_smddprun_installed": shutil.which("smddprun") is not None,
         "job_name": os.environ.get(contract.ENV_TRAINING_JOB_NAME),
         "log_level": hps.get(contract.CONTAINER_LOG_LEVEL, logging.INFO),
-        "model_dir": str(env.model_dir),
         "module_dir": str(hps.get(contract.SUBMIT_DIRECTORY, env.code_dir)),
         "module_name": str(program).removesuffix(".py"),
         "network_interface_name": env.resource_config.get("network_interface_name", "eth0"),
         "num_cpus": cpus,
         "num_gpus": gpus,
         "num_neurons": 0,  # Trainium/Inferentia cores: not a target of this runtime
-        "output_data_dir": str(env.output_data_dir),
-        "output_dir": str(env.output_dir),
-        "output_intermediate_dir": str(env.output_intermediate_dir),
         "resource_config": env.resource_config,
         "topology": env.resource_config.get("topology", []),
         "user_entry_point": program,

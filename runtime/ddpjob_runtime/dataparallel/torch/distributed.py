@@ -7,6 +7,7 @@ group is torch's default group, so torch's own DDP, samplers and collectives see
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -144,14 +145,8 @@ def all_reduce(tensor: torch.Tensor, op: object = ReduceOp.SUM, group: object = 
     if floating and tensor.is_cuda and "nccl" in tdist.get_backend():
         return tdist.all_reduce(tensor, op=tdist.ReduceOp.AVG, async_op=async_op)
     # gloo (before torch 2.x) and ccl lack AVG, and AVG of ints is ill-defined: SUM, then divide.
-    world = tdist.get_world_size()
-
-    def divide() -> None:
-        if floating:
-            tensor.div_(world)
-        else:
-            tensor.div_(world, rounding_mode="floor")
-
+    divide = functools.partial(tensor.div_, tdist.get_world_size(),
+                               rounding_mode=None if floating else "floor")
     work = tdist.all_reduce(tensor, op=tdist.ReduceOp.SUM, async_op=async_op)
     if async_op:
         return Work([work], then=divide)
