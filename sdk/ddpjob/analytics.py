@@ -8,10 +8,9 @@ CloudWatch (namespace `/aws/sagemaker/TrainingJobs`, one-minute averages, like t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.base_session import BaseSession
+from ddpjob.base_session import BaseSession
 
 COLUMNS = ["timestamp", "metric_name", "value"]
 

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ddpjob_runtime import storage
 
 from ddpjob import checkpoint_store
+from ddpjob.analytics import TrainingJobAnalytics
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.training_job import TrainingJob
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ddpjob.analytics import TrainingJobAnalytics
 
 
 class JobResults:
@@ -51,8 +49,6 @@ class JobResults:
         """The latest job's `TrainingJobAnalytics`, as in the official SDK: its `dataframe()`
         holds the series of its MetricDefinitions, rows `timestamp` (seconds since training
         started), `metric_name`, `value`."""
-        from ddpjob.analytics import TrainingJobAnalytics
-
         return TrainingJobAnalytics(self._job().name, sagemaker_session=self.session)
 
     def download_model(self, local_dir: str | os.PathLike) -> Path:

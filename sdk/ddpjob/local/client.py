@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime as dt
 import functools
 import logging
 import os
@@ -31,8 +32,6 @@ from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.request import service_model
 
 if TYPE_CHECKING:  # pragma: no cover
-    import datetime as dt
-
     from botocore.errorfactory import BaseClientExceptions
 
 # What runs each job, as `python -m`: named, not imported, so the client stays light.
@@ -274,8 +273,6 @@ def _matches(summary: dict[str, Any], filters: dict[str, Any]) -> bool:
 
 def _aware(value: object) -> dt.datetime:
     """A datetime to compare with ours (naive ones are taken as local time, like botocore)."""
-    import datetime as dt
-
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.astimezone()
     if isinstance(value, (int, float)):
