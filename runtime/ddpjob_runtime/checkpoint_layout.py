@@ -16,7 +16,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,6 @@ class Manifest:
     time: float = field(default_factory=time.time)
     files: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "time": self.time, "files": self.files}
-
     def is_complete(self, sizes: Mapping[str, int]) -> bool:
         """Whether every listed file is in `sizes` (name -> size) with its listed size."""
         return all(sizes.get(name) == meta["size"] for name, meta in self.files.items())
@@ -60,7 +57,6 @@ def step_of(name: str) -> int | None:
 
 
 def steps(names: Iterable[str]) -> list[int]:
-    """The steps among folder `names`, oldest first."""
     return sorted(step for name in set(names) if (step := step_of(name)) is not None)
 
 
@@ -103,11 +99,8 @@ def local_complete(folder: Path) -> Manifest | None:
     manifest = read_manifest(folder)
     if manifest is None:
         return None
-    sizes = {}
-    for name in manifest.files:
-        path = file_path(folder, name)
-        if path.is_file():
-            sizes[name] = path.stat().st_size
+    paths = {name: file_path(folder, name) for name in manifest.files}
+    sizes = {name: path.stat().st_size for name, path in paths.items() if path.is_file()}
     return manifest if manifest.is_complete(sizes) else None
 
 
@@ -123,7 +116,7 @@ def corrupt_file(folder: Path, manifest: Manifest) -> Path | None:
 
 def write_manifest(folder: Path, manifest: Manifest) -> None:
     """Write the manifest last, atomically and durably: the checkpoint is then complete."""
-    fsutil.write_json(folder / MANIFEST, manifest.to_json(), fsync=True)
+    fsutil.write_json(folder / MANIFEST, asdict(manifest), fsync=True)
 
 
 def group_by_step(listing: Iterable[tuple[str, int]]) -> dict[int, dict[str, int]]:

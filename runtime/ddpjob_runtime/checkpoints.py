@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import contract, environment, fsutil, storage
 from ddpjob_runtime.checkpoint_layout import (
@@ -41,6 +41,9 @@ from ddpjob_runtime.checkpoint_layout import (
 )
 from ddpjob_runtime.errors import StorageError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from torch.serialization import MAP_LOCATION
+
 log = logging.getLogger(__name__)
 
 DEFAULT_KEEP = 3
@@ -59,10 +62,6 @@ def checkpoint_dir() -> Path:
     return environment.checkpoint_local_dir(root, config)
 
 
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0") or 0)
-
-
 # ---------------------------------------------------------------- reading
 
 
@@ -75,7 +74,7 @@ def complete_steps(local_dir: Path | None = None) -> list[int]:
     return [s for s in steps(names) if local_complete(root / step_dir_name(s)) is not None]
 
 
-def load_latest(map_location: Any = None, weights_only: bool = True) -> Any | None:
+def load_latest(map_location: MAP_LOCATION = None, weights_only: bool = True) -> Any | None:
     """The state of the latest complete checkpoint in the local folder, or None when there is none.
 
     Every rank calls it; the runtime brought the latest checkpoint down from
@@ -228,7 +227,7 @@ class _HashingWriter:
         self._f.flush()
 
 
-def _write_local(state: Any, step: int, root: Path) -> Path:
+def _write_local(state: object, step: int, root: Path) -> Path:
     """torch.save into a temp file, fsync, rename into step-N/state.pt, manifest last."""
     import torch
 
@@ -268,29 +267,25 @@ def upload_if_missing(folder: Path, uri: str) -> None:
     _upload(folder, uri)
 
 
-def _prune_local(root: Path, keep: int) -> None:
-    """Keep the newest `keep` complete checkpoints; drop older ones and older leftovers."""
-    complete = complete_steps(root)
+def _older(found: list[int], complete: list[int], keep: int) -> list[int]:
+    """Steps of `found` older than the newest `keep` complete ones (a newer leftover stays)."""
     kept = set(complete[-keep:])
-    if not kept:
-        return
-    for step in steps([p.name for p in root.iterdir() if p.is_dir()]):
-        if step not in kept and step < max(kept):
-            shutil.rmtree(root / step_dir_name(step), ignore_errors=True)
+    return [step for step in found if kept and step not in kept and step < max(kept)]
+
+
+def _prune_local(root: Path, keep: int) -> None:
+    for step in _older(steps([p.name for p in root.iterdir() if p.is_dir()]),
+                       complete_steps(root), keep):
+        shutil.rmtree(root / step_dir_name(step), ignore_errors=True)
 
 
 def _prune_remote(uri: str, keep: int) -> None:
-    """The same for `uri`: remote steps not among the newest `keep` complete ones go."""
     listing = _remote_listing(uri)
-    complete = [step for step, sizes in listing.items() if MANIFEST in sizes]
-    kept = set(complete[-keep:])
-    if not kept:
-        return
-    for step in listing:
-        if step not in kept and step < max(kept):
-            prefix = storage.join(uri, step_dir_name(step))
-            storage.delete(storage.join(prefix, MANIFEST))  # incomplete first, then the rest
-            storage.delete_prefix(prefix)
+    for step in _older(list(listing), [s for s, sizes in listing.items() if MANIFEST in sizes],
+                       keep):
+        prefix = storage.join(uri, step_dir_name(step))
+        storage.delete(storage.join(prefix, MANIFEST))  # incomplete first, then the rest
+        storage.delete_prefix(prefix)
 
 
 class _Shipper:
@@ -318,7 +313,7 @@ class _Shipper:
             message = f"checkpoint write failed: {type(error).__name__}: {error}"
             raise StorageError(message) from error
 
-    def start(self, state: Any, step: int, root: Path, uri: str | None, keep: int) -> None:
+    def start(self, state: object, step: int, root: Path, uri: str | None, keep: int) -> None:
         def work() -> None:
             try:
                 start = time.monotonic()
@@ -341,7 +336,7 @@ class _Shipper:
 _shipper = _Shipper()
 
 
-def save(state: Any, step: int | None = None, *, keep: int = DEFAULT_KEEP,
+def save(state: object, step: int | None = None, *, keep: int = DEFAULT_KEEP,
          block: bool = True) -> bool:
     """Checkpoint `state` (any torch.save-able object); only global rank 0 writes.
 
@@ -358,7 +353,7 @@ def save(state: Any, step: int | None = None, *, keep: int = DEFAULT_KEEP,
     StorageError when the previous background write or upload failed. Returns True once the
     snapshot is taken.
     """
-    if _rank() != 0:
+    if int(os.environ.get("RANK") or 0) != 0:  # torchrun's global rank
         return False
     if keep < 1:
         raise ValueError(f"keep must be >= 1, got {keep}")

@@ -98,7 +98,6 @@ def record_restart(folder: str | Path, line: str) -> None:
 
 
 def restarts(folder: Path) -> list[str]:
-    """The restart lines recorded in `folder`, oldest first."""
     try:
         return [json.loads(line) for line in (folder / RESTARTS_FILE).read_text().splitlines()]
     except (OSError, ValueError):

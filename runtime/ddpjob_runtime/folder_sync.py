@@ -26,11 +26,6 @@ log = logging.getLogger(__name__)
 INTERVAL_S = 2.0  # between two upload rounds while the job runs
 
 
-def _temporary(name: str) -> bool:
-    """A temp file of an atomic write (`.<name>.<random>.tmp`): never synced."""
-    return name.startswith(".") and name.endswith(fsutil.TMP_SUFFIX)
-
-
 class FolderSync:
     """Mirror `folder` to the folder URI `uri` (no-op without one).
 
@@ -59,7 +54,7 @@ class FolderSync:
             for name in sorted(files):
                 path = Path(top, name)
                 rel = path.relative_to(self.folder).as_posix()
-                if _temporary(name) or self._skip(rel):
+                if fsutil.is_temporary(name) or self._skip(rel):
                     continue
                 real = path.resolve()
                 if not real.is_relative_to(inside):

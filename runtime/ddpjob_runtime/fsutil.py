@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO
 
 from ddpjob_runtime.errors import UnsafePathError
 
@@ -62,20 +62,19 @@ def _umask() -> int:
     return mask
 
 
-def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int = 0o644,
-                fsync: bool = False) -> None:
-    """Replace `path` with `data` atomically."""
-    with atomic_open(path, mode=mode, fsync=fsync) as handle:
-        handle.write(data)
+def is_temporary(name: str) -> bool:
+    """Whether a file name is an atomic write's temp file (`.<name>.<random>.tmp`)."""
+    return name.startswith(".") and name.endswith(TMP_SUFFIX)
 
 
 def write_text(path: str | os.PathLike, text: str, *, mode: int = 0o644,
                fsync: bool = False) -> None:
     """Replace `path` with `text` atomically."""
-    write_bytes(path, text.encode(), mode=mode, fsync=fsync)
+    with atomic_open(path, mode=mode, fsync=fsync) as handle:
+        handle.write(text.encode())
 
 
-def write_json(path: str | os.PathLike, data: Any, *, indent: int | None = None,
+def write_json(path: str | os.PathLike, data: object, *, indent: int | None = None,
                mode: int = 0o644, fsync: bool = False) -> None:
     """Replace `path` with `data` as JSON atomically."""
     write_text(path, json.dumps(data, indent=indent), mode=mode, fsync=fsync)
@@ -98,7 +97,6 @@ def fsync_dir(path: str | os.PathLike) -> None:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a local file."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(_CHUNK):

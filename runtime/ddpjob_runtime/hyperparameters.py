@@ -35,7 +35,7 @@ def name_problem(name: object) -> str | None:
     return None
 
 
-def encode(values: Mapping[str, Any]) -> dict[str, str]:
+def encode(values: Mapping[str, object]) -> dict[str, str]:
     """`{name: json.dumps(value)}`, the official SDK's `_json_encode_hyperparameters`."""
     return {str(name): json.dumps(value) for name, value in values.items()}
 
@@ -51,7 +51,7 @@ def decode(encoded: Mapping[str, str]) -> dict[str, Any]:
     return decoded
 
 
-def check_user_hyperparameters(hyperparameters: Any) -> dict[str, str]:
+def check_user_hyperparameters(hyperparameters: object) -> dict[str, str]:
     """The user's hyperparameters JSON-encoded, or UserInputError naming the bad entry."""
     if hyperparameters is None:
         return {}

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from ddpjob_runtime import contract, fsutil
 
-PHASES = contract.REPORTED_PHASES
 STATUS_FILE_ENV = contract.ENV_STATUS_FILE
 
 
@@ -18,8 +17,8 @@ def write_phase(status_file: str | Path | None, phase: str, message: str | None 
     """
     if not status_file:
         return
-    if phase not in PHASES:
-        raise ValueError(f"unknown phase {phase!r}; allowed: {', '.join(PHASES)}")
+    if phase not in contract.REPORTED_PHASES:
+        raise ValueError(f"unknown phase {phase!r}; allowed: {', '.join(contract.REPORTED_PHASES)}")
     info = {"phase": phase, "time": time.time()}
     # A reader in another process must never see a half-written file.
     fsutil.write_json(status_file, {**info, "message": message} if message else info, mode=0o600)

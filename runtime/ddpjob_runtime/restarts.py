@@ -30,7 +30,6 @@ from ddpjob_runtime import checkpoints, contract, failure, phases
 
 log = logging.getLogger("ddpjob_runtime.restarts")
 
-CHECKPOINT_URI_ENV = contract.ENV_CHECKPOINT_URI
 HOST_ENV = "SM_CURRENT_HOST"
 # How long the first host's agent waits for the other hosts' failures before naming the cause.
 REPORT_WAIT_S = 30.0
@@ -80,7 +79,7 @@ def _publish_checkpoint() -> int | None:
     """The first host's latest complete checkpoint, uploaded to the checkpoint URI if missing."""
     local = checkpoints.checkpoint_dir()
     steps = checkpoints.complete_steps(local)
-    uri = os.environ.get(CHECKPOINT_URI_ENV)
+    uri = os.environ.get(contract.ENV_CHECKPOINT_URI)
     if steps and uri:
         checkpoints.upload_if_missing(local / checkpoints.step_dir_name(steps[-1]), uri)
     return steps[-1] if steps else None
@@ -103,7 +102,7 @@ def prepare(
     else:
         store.wait([decision_key], datetime.timedelta(seconds=DECISION_WAIT_S))
         decision = json.loads(store.get(decision_key))
-        uri = os.environ.get(CHECKPOINT_URI_ENV)
+        uri = os.environ.get(contract.ENV_CHECKPOINT_URI)
         if uri:
             checkpoints.restore_latest(uri, checkpoints.checkpoint_dir())
         elif decision["step"] is not None:

@@ -28,16 +28,20 @@ _DISTRIBUTION_FLAGS = (
     contract.MPI, "sagemaker_parameter_server_enabled", contract.SMDDP, contract.PYTORCH_DDP,
     contract.PYTORCH_XLA, "sagemaker_multi_worker_mirrored_strategy_enabled",
     contract.TORCH_DISTRIBUTED)
+# The folders of `training_env`, the environment's attributes of the same name.
+_FOLDERS = ("input_config_dir", "input_dir", "model_dir", "output_data_dir", "output_dir",
+            "output_intermediate_dir")
 # The `training_env` keys that are also `SM_<KEY>` variables as they are.
 _SAME_KEYS = (
     "current_host", "current_instance_type", "current_instance_group",
     "current_instance_group_hosts", "instance_groups", "instance_groups_dict",
     "distribution_instance_groups", "is_hetero", "module_name", "log_level", "framework_module",
     "input_dir", "input_config_dir", "output_dir", "num_cpus", "num_gpus", "num_neurons",
-    "model_dir", "module_dir", "output_intermediate_dir")
+    "model_dir", "module_dir", "output_intermediate_dir", "hosts", "network_interface_name",
+    "user_entry_point", "resource_config", "input_data_config", "output_data_dir")
 
 
-def env_value(value: Any) -> str:
+def env_value(value: object) -> str:
     """One value as the toolkit writes it into an environment variable."""
     if isinstance(value, bytes):
         return value.decode("latin1")
@@ -114,13 +118,11 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
     hps = env.hyperparameters
     params = framework_params(env)
     program = hps.get(contract.PROGRAM)
-    module_name = str(program)
-    if module_name.endswith(".py"):
-        module_name = module_name[:-3]
     mp_parameters = os.environ.get("SM_HP_MP_PARAMETERS")
     groups = _instance_groups(env, params)
     return {
         **groups,  # current_instance_group(_hosts), distribution_*, instance_groups*, is_hetero
+        **{folder: str(getattr(env, folder)) for folder in _FOLDERS},
         "additional_framework_parameters": params,
         "channel_input_dirs": {c: str(env.channel_dir(c)) for c in env.input_data_config},
         "current_host": env.current_host,
@@ -128,25 +130,19 @@ def training_env(env: TrainingEnvironment, gpus: int, cpus: int) -> dict[str, An
         "framework_module": os.environ.get("SAGEMAKER_TRAINING_MODULE"),
         "hosts": env.hosts,
         "hyperparameters": env.user_hyperparameters,
-        "input_config_dir": str(env.input_config_dir),
         "input_data_config": env.input_data_config,
-        "input_dir": str(env.input_dir),
         "is_master": env.current_host == groups["master_hostname"],
         "is_modelparallel_enabled": mp_parameters and mp_parameters != "{}",
         "is_smddpmprun_installed": shutil.which("smddpmprun") is not None,
         "is_smddprun_installed": shutil.which("smddprun") is not None,
         "job_name": os.environ.get(contract.ENV_TRAINING_JOB_NAME),
         "log_level": hps.get(contract.CONTAINER_LOG_LEVEL, logging.INFO),
-        "model_dir": str(env.model_dir),
         "module_dir": str(hps.get(contract.SUBMIT_DIRECTORY, env.code_dir)),
-        "module_name": module_name,
+        "module_name": str(program).removesuffix(".py"),
         "network_interface_name": env.resource_config.get("network_interface_name", "eth0"),
         "num_cpus": cpus,
         "num_gpus": gpus,
         "num_neurons": 0,  # Trainium/Inferentia cores: not a target of this runtime
-        "output_data_dir": str(env.output_data_dir),
-        "output_dir": str(env.output_dir),
-        "output_intermediate_dir": str(env.output_intermediate_dir),
         "resource_config": env.resource_config,
         "topology": env.resource_config.get("topology", []),
         "user_entry_point": program,
@@ -159,14 +155,8 @@ def render(env: TrainingEnvironment, gpus: int, cpus: int | None = None) -> dict
         cpus = os.cpu_count() or 1
     full = training_env(env, gpus, cpus)
     values: dict[str, Any] = {
-        "hosts": full["hosts"],
-        "network_interface_name": full["network_interface_name"],
         "hps": full["hyperparameters"],
-        "user_entry_point": full["user_entry_point"],
         "framework_params": full["additional_framework_parameters"],
-        "resource_config": full["resource_config"],
-        "input_data_config": full["input_data_config"],
-        "output_data_dir": full["output_data_dir"],
         "channels": sorted(full["channel_input_dirs"]),
         "training_env": full,
         "user_args": user_args(full["hyperparameters"]),

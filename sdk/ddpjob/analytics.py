@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddpjob.base_session import BaseSession
+
 COLUMNS = ["timestamp", "metric_name", "value"]
 
 
-def metrics_for_job(session: Any, job_name: str, metric_names: list[str] | None = None) -> Any:
+def metrics_for_job(session: BaseSession, job_name: str,
+                    metric_names: list[str] | None = None) -> Any:
     """The metric series of `job_name` (all of its MetricDefinitions, or `metric_names`)."""
     rows = session.metric_series(job_name, metric_names)
     try:
@@ -28,7 +31,7 @@ class TrainingJobAnalytics:
     `dataframe()` gives the job's metric series, what `estimator.training_job_analytics` holds."""
 
     def __init__(self, training_job_name: str, metric_names: list[str] | None = None,
-                 sagemaker_session: Any = None) -> None:
+                 sagemaker_session: BaseSession | None = None) -> None:
         if sagemaker_session is None:
             from ddpjob.sagemaker.session import Session
 

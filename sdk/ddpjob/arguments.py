@@ -180,6 +180,12 @@ def _optional_int(name: str, **bounds: int) -> Callable[[Any], Any]:
     return lambda value: validation.optional_int(value, name, **bounds)
 
 
+def _no_effect(name: str, path: str,
+               check: Callable[[str], Callable[[Any], Any]] = _bool) -> Argument:
+    """A row of a member that local mode accepts and ignores; `check(name)` checks it."""
+    return _member(name, path, check(name), NO_EFFECT)
+
+
 _IDENTITY: Callable[[Any], Any] = lambda value: value  # noqa: E731 - checked with its partners
 _RUNS = "honoured"
 _NO_SPOT = "accepted; no spot capacity on this machine"
@@ -226,15 +232,14 @@ FIELDS: tuple[Argument, ...] = (
 ROWS: tuple[Argument, ...] = FIELDS + (
     _member("volume_size", "ResourceConfig.VolumeSizeInGB", _int("volume_size", high=16384),
             NO_EFFECT, default=30),
-    _member("volume_kms_key", "ResourceConfig.VolumeKmsKeyId", _str("volume_kms_key"),
-            NO_EFFECT),
+    _no_effect("volume_kms_key", "ResourceConfig.VolumeKmsKeyId", _str),
     _member("keep_alive_period_in_seconds", "ResourceConfig.KeepAlivePeriodInSeconds",
             _optional_int("keep_alive_period_in_seconds", low=0, high=3600),
             "honoured: the job's hosts stay warm that long for the next matching job (warm "
             "pools)"),
     _member("instance_groups", "ResourceConfig.InstanceGroups", _instance_groups,
             "refused: local mode runs one group (instance_type, instance_count)"),
-    _member("output_kms_key", "OutputDataConfig.KmsKeyId", _str("output_kms_key"), NO_EFFECT),
+    _no_effect("output_kms_key", "OutputDataConfig.KmsKeyId", _str),
     Argument("disable_output_compression", "OutputDataConfig.CompressionType",
              lambda v: bool(validation.optional_bool(v, "disable_output_compression")),
              lambda v, _: {"OutputDataConfig": {"CompressionType": "NONE"}} if v else {},
@@ -244,14 +249,12 @@ ROWS: tuple[Argument, ...] = FIELDS + (
              _read("VpcConfig.Subnets"), NO_EFFECT),
     Argument("security_group_ids", "VpcConfig.SecurityGroupIds", _list("security_group_ids"),
              _vpc_part("SecurityGroupIds"), _read("VpcConfig.SecurityGroupIds"), NO_EFFECT),
-    _member("enable_network_isolation", "EnableNetworkIsolation",
-            _bool("enable_network_isolation"), NO_EFFECT),
-    _member("encrypt_inter_container_traffic", "EnableInterContainerTrafficEncryption",
-            _bool("encrypt_inter_container_traffic"), NO_EFFECT),
+    _no_effect("enable_network_isolation", "EnableNetworkIsolation"),
+    _no_effect("encrypt_inter_container_traffic", "EnableInterContainerTrafficEncryption"),
     _member("metric_definitions", "AlgorithmSpecification.MetricDefinitions",
             validation.metric_definitions, "regexes matched against every host's log"),
-    _member("enable_sagemaker_metrics", "AlgorithmSpecification.EnableSageMakerMetricsTimeSeries",
-            _bool("enable_sagemaker_metrics"), NO_EFFECT),
+    _no_effect("enable_sagemaker_metrics",
+               "AlgorithmSpecification.EnableSageMakerMetricsTimeSeries"),
     _member("input_mode", "AlgorithmSpecification.TrainingInputMode", _input_mode,
             "File only; Pipe and FastFile refused", default="File"),
     _member("tensorboard_output_config", "TensorBoardOutputConfig",
@@ -268,21 +271,15 @@ ROWS: tuple[Argument, ...] = FIELDS + (
     _member("checkpoint_local_path", "CheckpointConfig.LocalPath",
             validation.checkpoint_local_path,
             "the host's checkpoint folder (a folder below /opt/ml, no `..`)"),
-    _member("enable_infra_check", "InfraCheckConfig.EnableInfraCheck",
-            _bool("enable_infra_check"), NO_EFFECT),
-    _member("enable_remote_debug", "RemoteDebugConfig.EnableRemoteDebug",
-            _bool("enable_remote_debug"), NO_EFFECT),
-    _member("enable_session_tag_chaining", "SessionChainingConfig.EnableSessionTagChaining",
-            _bool("enable_session_tag_chaining"), NO_EFFECT),
-    _member("training_plan", "ResourceConfig.TrainingPlanArn", _str("training_plan"),
-            NO_EFFECT),
-    _member("training_repository_access_mode",
-            "AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAccessMode",
-            _str("training_repository_access_mode"), NO_EFFECT),
-    _member("training_repository_credentials_provider_arn",
-            "AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAuthConfig."
-            "TrainingRepositoryCredentialsProviderArn",
-            _str("training_repository_credentials_provider_arn"), NO_EFFECT),
+    _no_effect("enable_infra_check", "InfraCheckConfig.EnableInfraCheck"),
+    _no_effect("enable_remote_debug", "RemoteDebugConfig.EnableRemoteDebug"),
+    _no_effect("enable_session_tag_chaining", "SessionChainingConfig.EnableSessionTagChaining"),
+    _no_effect("training_plan", "ResourceConfig.TrainingPlanArn", _str),
+    _no_effect("training_repository_access_mode",
+               "AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAccessMode", _str),
+    _no_effect("training_repository_credentials_provider_arn",
+               "AlgorithmSpecification.TrainingImageConfig.TrainingRepositoryAuthConfig."
+               "TrainingRepositoryCredentialsProviderArn", _str),
     Argument("model_uri", "InputDataConfig[model channel]", _str("model_uri"), _model_channel,
              lambda _: None, "a channel like any other"),
     Argument("model_channel_name", "InputDataConfig[].ChannelName", _str("model_channel_name"),

@@ -31,13 +31,11 @@ class Backend:
     default_image: str = ""
 
     def runs(self, instance_type: object) -> bool:
-        """Whether this backend runs `instance_type`."""
         return isinstance(instance_type, str) and (
             instance_type in self.instance_types
             or (self.type_prefix is not None and instance_type.startswith(self.type_prefix)))
 
     def session_type(self) -> type[BaseSession]:
-        """The session class (imported now)."""
         module, _, name = self.session_class.partition(":")
         return getattr(importlib.import_module(module), name)
 

@@ -9,7 +9,7 @@ import abc
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.naming import check_job_name
 from ddpjob.notebook_session import NotebookConveniences
 from ddpjob.session_policy import SessionPolicy
@@ -81,7 +81,7 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         NameContains, StatusEquals, SortBy), across pages, at most `max_results` of them."""
 
     def metric_series(self, job_name: str,
-                      metric_names: list[str] | None = None) -> list[dict[str, Any]]:
+                      metric_names: list[str] | None = None) -> list[MetricRow]:
         """Every `{"timestamp", "metric_name", "value"}` of the metrics `metric_names` (default:
         the job's MetricDefinitions), oldest first, in seconds since its training started."""
         job = self.describe(job_name)
@@ -90,7 +90,7 @@ class BaseSession(SessionPolicy, NotebookConveniences):
 
     @abc.abstractmethod
     def _metric_series(self, job: JobDescription,
-                       metric_names: list[str]) -> list[dict[str, Any]]: ...
+                       metric_names: list[str]) -> list[MetricRow]: ...
 
     @abc.abstractmethod
     def _describe(self, job_name: str) -> dict[str, Any]:

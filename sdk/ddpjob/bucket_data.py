@@ -39,7 +39,7 @@ def _check_extra_args(extra_args: Mapping[str, Any] | None, direction: str) -> d
     return dict(extra_args)
 
 
-def target_folder(root: str, key_prefix: Any) -> str:
+def target_folder(root: str, key_prefix: object) -> str:
     """The folder URI `key_prefix` names under the bucket root `root` (never outside a local
     bucket's folder)."""
     if not isinstance(key_prefix, str):
@@ -64,7 +64,7 @@ def _s3_only(extra: dict | None, uri: str) -> dict | None:
     return extra
 
 
-def upload(path: Any, root: str, key_prefix: str,
+def upload(path: object, root: str, key_prefix: str,
            extra_args: Mapping[str, Any] | None) -> str:
     """Upload the file or folder `path` under `key_prefix` of the bucket root `root`; returns
     the file's URI, or the prefix's for a folder (as the official SDK)."""
@@ -82,7 +82,7 @@ def upload(path: Any, root: str, key_prefix: str,
                                extra_args=extra)
 
 
-def download(path: Any, root: str, key_prefix: str,
+def download(path: object, root: str, key_prefix: str,
              extra_args: Mapping[str, Any] | None) -> list[str]:
     """Download the object or every object under `key_prefix` of the bucket root `root` into
     the folder `path`; returns the local paths written ([] when there is nothing)."""

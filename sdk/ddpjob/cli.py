@@ -49,10 +49,8 @@ def _hyperparameter(text: str) -> tuple[str, Any]:
     """`lr=0.1` -> ("lr", 0.1): JSON values keep their type (numbers, true/false, lists), YAML's
     true/yes/1.5 too; anything else (`name=resnet`, `day=2024-01-01`) stays a string."""
     key, value = _key_value(text)
-    try:
+    with contextlib.suppress(ValueError):
         return key, json.loads(value)
-    except ValueError:
-        pass
     import yaml
 
     try:
@@ -110,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_run(commands: Any) -> None:
+def _add_run(commands: argparse._SubParsersAction) -> None:
     """`run`: a job from a YAML spec and/or flags."""
     run = commands.add_parser("run", help="start a training job from a YAML spec and/or flags",
                               description="Start a training job; flags override the spec's "
@@ -141,7 +139,7 @@ def _add_run(commands: Any) -> None:
     _add_backend_options(run)
 
 
-def _add_job_commands(commands: Any) -> None:
+def _add_job_commands(commands: argparse._SubParsersAction) -> None:
     """`jobs list|describe`, `logs`, `stop` and `download`: commands on an existing job."""
     jobs = commands.add_parser("jobs", help="list or describe jobs",
                                description="List or describe training jobs.")

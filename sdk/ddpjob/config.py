@@ -30,7 +30,6 @@ from ddpjob import arguments, backends
 from ddpjob.errors import UserInputError
 
 DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
-BACKENDS = backends.NAMES
 
 # key -> (accepted types, what the error says is allowed)
 _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -118,7 +117,7 @@ def _tags_dict(tags: Any, where: str) -> dict[str, str]:
 
 
 def _check_config_value(key: str, value: str, where: str) -> None:
-    if key == "backend" and value not in BACKENDS:
+    if key == "backend" and value not in backends.NAMES:
         raise UserInputError(f"{where}: backend must be 'local' or 'sagemaker', not {value!r}")
     if key == "instance_type" and backend_of(value) is None:
         raise UserInputError(f"{where}: instance_type {value!r} is not allowed: use 'local', "
@@ -201,13 +200,14 @@ def _relative_to(base: Path, value: Any) -> Any:
     return str((base / Path(value).expanduser()).resolve())
 
 
-def backend_of(instance_type: Any) -> str | None:
+def backend_of(instance_type: object) -> str | None:
     """The name of the backend an instance type runs on, or None for no valid type."""
     backend = backends.for_instance_type(instance_type)
     return backend and backend.name
 
 
-def resolve_backend(flag: str | None, instance_type: Any, config: Config) -> tuple[str, Any]:
+def resolve_backend(flag: str | None, instance_type: object,
+                    config: Config) -> tuple[str, object]:
     """The backend and instance type of a run.
 
     The backend is `--backend` (`flag`), else the one the instance type implies, else the config

@@ -227,11 +227,10 @@ def _max_restarts(value: Any, hps: Mapping[str, Any]) -> int:
 
 def distribution_from_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, Any] | None:
     """The `distribution` dict that gives these (decoded) hyperparameters; for attach."""
-    result: dict[str, Any] = {}
-    if decoded.get(TORCH_DISTRIBUTED) is True:
-        result["torch_distributed"] = {"enabled": True}
-    if decoded.get(PYTORCH_DDP) is True:
-        result["pytorchddp"] = {"enabled": True}
+    flags = (("torch_distributed", TORCH_DISTRIBUTED), ("pytorchddp", PYTORCH_DDP),
+             ("pytorchxla", PYTORCH_XLA))
+    result: dict[str, Any] = {name: {"enabled": True} for name, flag in flags
+                              if decoded.get(flag) is True}
     smd: dict[str, Any] = {}
     if decoded.get(SMDDP) is True:
         smd["dataparallel"] = {"enabled": True}
@@ -241,8 +240,6 @@ def distribution_from_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, A
         smd["modelparallel"] = {"enabled": True, "parameters": dict(decoded[MP_PARAMETERS])}
     if smd:
         result["smdistributed"] = smd
-    if decoded.get(PYTORCH_XLA) is True:
-        result["pytorchxla"] = {"enabled": True}
     if decoded.get(MPI) is True:
         mpi: dict[str, Any] = {"enabled": True}
         if decoded.get(MPI_PROCESSES):

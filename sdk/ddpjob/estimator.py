@@ -38,10 +38,6 @@ _TYPO_TARGETS = ("instance_count", "instance_type", "max_run", "use_spot_instanc
                  "image_uri", "source_dir", "hyperparameters", "distribution", "environment")
 
 
-def _default_session(instance_type: str) -> BaseSession:
-    return (backends.for_instance_type(instance_type) or backends.SAGEMAKER).session_type()()
-
-
 def _one_session(session: object, alias: object) -> BaseSession | None:
     if session is not None and alias is not None:
         raise UserInputError("give session or sagemaker_session, not both")
@@ -91,10 +87,10 @@ class Estimator(JobResults):
         entry_point: str | os.PathLike,
         source_dir: str | os.PathLike | None = None,
         dependencies: list[str | os.PathLike] | None = None,
-        hyperparameters: Mapping[str, Any] | None = None,
+        hyperparameters: Mapping[str, object] | None = None,
         instance_count: int = 1,
         instance_type: str | None = None,
-        distribution: Mapping[str, Any] | None = None,
+        distribution: Mapping[str, object] | None = None,
         role: str | None = None,
         image_uri: str | None = None,
         output_path: str | None = None,
@@ -136,7 +132,8 @@ class Estimator(JobResults):
         the distribution; `given`: the arguments as the user gave them."""
         for name, value in checked.items():
             setattr(self, "_hyperparameters" if name == "hyperparameters" else name, value)
-        self.sagemaker_session = self.session = session or _default_session(self.instance_type)
+        backend = backends.for_instance_type(self.instance_type) or backends.SAGEMAKER
+        self.sagemaker_session = self.session = session or backend.session_type()()
         self.session.check_instance_type(self.instance_type)
         self._locations = {name: self._named_location(checked[name], given.get(name), name)
                            for name in arguments.LOCATIONS}

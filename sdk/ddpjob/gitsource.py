@@ -24,7 +24,7 @@ from ddpjob.errors import UserInputError
 KEYS = ("repo", "branch", "commit", "2FA_enabled", "username", "password", "token")
 
 
-def check(git_config: Any) -> dict[str, Any] | None:
+def check(git_config: object) -> dict[str, Any] | None:
     """None, or the config with its keys checked (no I/O)."""
     if git_config is None:
         return None

@@ -24,7 +24,7 @@ class HuggingFace(Estimator):
 
     def __init__(self, py_version: str | None = None, entry_point: str | os.PathLike = "",
                  transformers_version: str | None = None, pytorch_version: str | None = None,
-                 tensorflow_version: str | None = None, compiler_config: Any = None,
+                 tensorflow_version: str | None = None, compiler_config: object = None,
                  **kwargs: Any):
         """See `Estimator`; versions as in `sagemaker.huggingface.HuggingFace` (e.g.
         transformers_version="4.49.0", pytorch_version="2.5.1", py_version="py311")."""

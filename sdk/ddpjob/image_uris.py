@@ -93,10 +93,6 @@ def _training_config(framework: str) -> dict[str, Any]:
     return official_sdk.require(_NEEDED_FOR).config(framework)["training"]
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version))
-
-
 def _newest_py_version(py_versions: list[str]) -> str:
     """The newest of `py_versions` such as ["py39", "py310"]."""
     return max(py_versions, key=lambda name: (int(name[2:3] or 0), int(name[3:] or 0)))
@@ -109,7 +105,7 @@ def default_versions() -> tuple[str, str]:
     config = _training_config(PYTORCH)
     both = [version for version, entry in config["versions"].items()
             if {"cpu", "gpu"} <= set(config.get("processors") or entry.get("processors", []))]
-    version = max(both, key=_version_key)
+    version = max(both, key=lambda v: tuple(int(part) for part in re.findall(r"\d+", v)))
     return version, _newest_py_version(config["versions"][version]["py_versions"])
 
 

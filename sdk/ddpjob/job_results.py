@@ -9,6 +9,7 @@ from typing import Any
 from ddpjob_runtime import storage
 
 from ddpjob import checkpoint_store
+from ddpjob.analytics import TrainingJobAnalytics
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.training_job import TrainingJob
@@ -44,12 +45,10 @@ class JobResults:
         return self.session.describe(self._job().name).model_artifacts
 
     @property
-    def training_job_analytics(self) -> Any:
+    def training_job_analytics(self) -> TrainingJobAnalytics:
         """The latest job's `TrainingJobAnalytics`, as in the official SDK: its `dataframe()`
         holds the series of its MetricDefinitions, rows `timestamp` (seconds since training
         started), `metric_name`, `value`."""
-        from ddpjob.analytics import TrainingJobAnalytics
-
         return TrainingJobAnalytics(self._job().name, sagemaker_session=self.session)
 
     def download_model(self, local_dir: str | os.PathLike) -> Path:

@@ -11,7 +11,7 @@ import datetime as dt
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ddpjob_runtime import contract
 
@@ -24,11 +24,6 @@ class TrainingJobStatus(str, enum.Enum):
     FAILED = "Failed"
     STOPPING = "Stopping"
     STOPPED = "Stopped"
-
-    @property
-    def is_terminal(self) -> bool:
-        """True once the job can no longer change (Completed, Failed, Stopped)."""
-        return self.value in TERMINAL_STATUSES
 
 
 #: The one set of ended `TrainingJobStatus` values, as DescribeTrainingJob spells them.
@@ -51,13 +46,18 @@ class SecondaryStatus(str, enum.Enum):
 
     @property
     def primary(self) -> TrainingJobStatus:
-        """The primary status this secondary status belongs to."""
-        return _PRIMARY[self]
+        """The primary status this secondary status belongs to: a running or restarting job is
+        InProgress, MaxRuntimeExceeded is Stopped, the others share their primary's name."""
+        if self in _RUNNING or self is SecondaryStatus.RESTARTING:
+            return TrainingJobStatus.IN_PROGRESS
+        if self is SecondaryStatus.MAX_RUNTIME_EXCEEDED:
+            return TrainingJobStatus.STOPPED
+        return TrainingJobStatus(self.value)
 
     @property
     def is_terminal(self) -> bool:
         """True once the job can no longer change."""
-        return self.primary.is_terminal
+        return self.primary.value in TERMINAL_STATUSES
 
 
 @dataclass(frozen=True)
@@ -99,20 +99,6 @@ class JobDescription:
 
 
 S = SecondaryStatus
-# The table from the local backend's native state (the secondary status) to the primary status.
-_PRIMARY = {
-    S.STARTING: TrainingJobStatus.IN_PROGRESS,
-    S.DOWNLOADING: TrainingJobStatus.IN_PROGRESS,
-    S.TRAINING: TrainingJobStatus.IN_PROGRESS,
-    S.UPLOADING: TrainingJobStatus.IN_PROGRESS,
-    S.STOPPING: TrainingJobStatus.STOPPING,
-    S.COMPLETED: TrainingJobStatus.COMPLETED,
-    S.FAILED: TrainingJobStatus.FAILED,
-    S.STOPPED: TrainingJobStatus.STOPPED,
-    S.MAX_RUNTIME_EXCEEDED: TrainingJobStatus.STOPPED,
-    S.RESTARTING: TrainingJobStatus.IN_PROGRESS,
-}
-
 # The progress of a running job only moves forward; any running state may fail or be stopped,
 # or be retried after an internal error: Restarting, then Starting again (SageMaker's
 # RetryStrategy documentation: "When the job is retried, its SecondaryStatus is changed to
@@ -136,6 +122,14 @@ ALLOWED_MOVES: dict[SecondaryStatus, frozenset[SecondaryStatus]] = {
 }
 
 
+class MetricRow(TypedDict):
+    """One point of a job's metric series (`metric_series`): seconds since training started."""
+
+    timestamp: float
+    metric_name: str
+    value: float
+
+
 class InvalidTransition(ValueError):
     """A move the state machine does not allow (a bug in whoever asked for it)."""
 
@@ -146,18 +140,15 @@ def check_move(current: SecondaryStatus, new: SecondaryStatus) -> None:
         raise InvalidTransition(f"a training job cannot move from {current.value} to {new.value}")
 
 
-# A host's phase as the runtime writes it to its status file, then "exited with code 0".
-HOST_PHASES = contract.HOST_PHASES
-
-
 def job_progress(host_phases: Iterable[str]) -> SecondaryStatus:
     """The running job's secondary status from its hosts' phases.
 
     The job is as far as its slowest host: it is Training once every host trains, Uploading
     while the first host uploads and the others are done. A host that exited 0 counts as "Done".
     """
-    slowest = min((HOST_PHASES.index(p) for p in host_phases), default=0)
-    return SecondaryStatus(HOST_PHASES[min(slowest, HOST_PHASES.index("Uploading"))])
+    phases = contract.HOST_PHASES  # as the runtime writes them to its status file, then "Done"
+    slowest = min((phases.index(p) for p in host_phases), default=0)
+    return SecondaryStatus(phases[min(slowest, phases.index("Uploading"))])
 
 
 def advance(current: SecondaryStatus, progress: SecondaryStatus) -> SecondaryStatus:

@@ -32,15 +32,19 @@ def base_name_from_image(image: str) -> str:
     return match.group(2) if match else image
 
 
-def check_base_job_name(base: str, argument: str = "base_job_name") -> str:
-    """Return `base` when a job name can start with it; else raise UserInputError."""
-    if not isinstance(base, str) or not base:
-        raise UserInputError(f"{argument} must be a non-empty string, got {base!r}")
-    if not JOB_NAME_PATTERN.match(base):
+def _checked(name: object, argument: str, why: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise UserInputError(f"{argument} must be a non-empty string, got {name!r}")
+    if not JOB_NAME_PATTERN.match(name):
         raise UserInputError(
-            f"{argument} {base!r} is not allowed: use letters, digits and hyphens, starting and "
-            f"ending with a letter or digit (a timestamp is appended to it)")
-    return base
+            f"{argument} {name!r} is not allowed: use letters, digits and hyphens, starting and "
+            f"ending with a letter or digit ({why})")
+    return name
+
+
+def check_base_job_name(base: object, argument: str = "base_job_name") -> str:
+    """Return `base` when a job name can start with it; else raise UserInputError."""
+    return _checked(base, argument, "a timestamp is appended to it")
 
 
 def name_from_base(base: str, now: float | None = None) -> str:
@@ -52,14 +56,8 @@ def name_from_base(base: str, now: float | None = None) -> str:
 
 def check_job_name(name: object, argument: str = "job_name") -> str:
     """Return `name` when SageMaker accepts it as a training job name; else raise UserInputError."""
-    if not isinstance(name, str) or not name:
-        raise UserInputError(f"{argument} must be a non-empty string, got {name!r}")
-    if len(name) > MAX_JOB_NAME:
+    if isinstance(name, str) and len(name) > MAX_JOB_NAME:
         raise UserInputError(
             f"{argument} {name!r} has {len(name)} characters; SageMaker allows at most "
             f"{MAX_JOB_NAME}")
-    if not JOB_NAME_PATTERN.match(name):
-        raise UserInputError(
-            f"{argument} {name!r} is not allowed: use letters, digits and hyphens, starting and "
-            f"ending with a letter or digit (SageMaker's pattern {JOB_NAME_PATTERN.pattern})")
-    return name
+    return _checked(name, argument, f"SageMaker's pattern {JOB_NAME_PATTERN.pattern}")

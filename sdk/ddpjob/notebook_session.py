@@ -47,7 +47,7 @@ class NotebookConveniences(abc.ABC):
         return self.resolve_role(None)
 
     def upload_data(self, path: str, bucket: str | None = None, key_prefix: str = "data",
-                    callback: Any = None, extra_args: dict[str, Any] | None = None) -> str:
+                    callback: object = None, extra_args: dict[str, Any] | None = None) -> str:
         """Upload the local file or folder `path` to `bucket` (default: `default_bucket()`).
 
         As the official SDK: a file becomes `<key_prefix>/<file name>` and its URI is returned;

@@ -7,7 +7,6 @@ from __future__ import annotations
 import difflib
 import logging
 import warnings
-from typing import Any
 
 from ddpjob.errors import UserInputError
 
@@ -30,7 +29,7 @@ DROPPED = frozenset({"job_name", "wait", "logs", "model_dir", "env", "experiment
                      "image_scope", "train_volume_kms_key_id", "py_version_warning"})
 
 
-def rename_v1(kwargs: dict[str, Any]) -> dict[str, Any]:
+def rename_v1(kwargs: dict[str, object]) -> dict[str, object]:
     """Remove the v1 names from `kwargs`; return their values under the v2 names, warning as
     the official SDK does (the v1 value wins, as there)."""
     renamed = {}
@@ -43,7 +42,7 @@ def rename_v1(kwargs: dict[str, Any]) -> dict[str, Any]:
     return renamed
 
 
-def drop_ignored(kwargs: dict[str, Any]) -> None:
+def drop_ignored(kwargs: dict[str, object]) -> None:
     """Remove the arguments the official SDK ignores, with a warning naming each."""
     for name in sorted(DROPPED & set(kwargs)):
         kwargs.pop(name)
@@ -64,7 +63,7 @@ UNSUPPORTED_ARGUMENTS = frozenset({
 NOT_SENT = {"rules": "SageMaker Debugger rules are not run by ddpjob jobs"}
 
 
-def reject_unknown(kwargs: dict[str, Any], known: list[str]) -> None:
+def reject_unknown(kwargs: dict[str, object], known: list[str]) -> None:
     """Take what is left in `kwargs` after the parameters and the rows: an unsupported official
     argument or a near-miss of a known one (a typo) is one error; anything else is dropped
     with a warning, as the official SDK's `**kwargs` drops it silently."""

@@ -4,13 +4,12 @@ only when the command runs)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from ddpjob.config import Config
 from ddpjob.errors import UserInputError
 
 
-def add_parser(commands: Any, config_help: str) -> None:
+def add_parser(commands: argparse._SubParsersAction, config_help: str) -> None:
     """The `pools` subcommand."""
     parser = commands.add_parser("pools", help="list or stop the local warm pools",
                                  description="The warm pools that local jobs with "

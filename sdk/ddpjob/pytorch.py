@@ -23,7 +23,7 @@ class PyTorch(Estimator):
     _default_base_job_name = DEFAULT_BASE_JOB_NAME
 
     def __init__(self, entry_point: str | os.PathLike, framework_version: str | None = None,
-                 py_version: str | None = None, compiler_config: Any = None, **kwargs: Any):
+                 py_version: str | None = None, compiler_config: object = None, **kwargs: Any):
         """See `Estimator`; `framework_version`/`py_version` are strings such as "2.3.0",
         "py311"; `compiler_config` is the official SDK's TrainingCompilerConfig."""
         self.framework_version = validation.optional_str(framework_version, "framework_version")

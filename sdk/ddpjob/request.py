@@ -8,30 +8,30 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob.errors import UserInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.model import ServiceModel
 
 OPERATION = "CreateTrainingJob"
 
 
 @functools.lru_cache(maxsize=1)
-def service_model() -> Any:
+def service_model() -> ServiceModel:
     """botocore's SageMaker service model (loaded once per process: it is large)."""
     import botocore.session
 
     return botocore.session.get_session().get_service_model("sagemaker")
 
 
-def _input_shape() -> Any:
-    return service_model().operation_model(OPERATION).input_shape
-
-
 def validate_request(request: Mapping[str, Any]) -> Mapping[str, Any]:
     """Return `request` when botocore's model accepts it; else one-line UserInputError."""
     from botocore.validate import ParamValidator
 
-    report = ParamValidator().validate(dict(request), _input_shape())
+    shape = service_model().operation_model(OPERATION).input_shape
+    report = ParamValidator().validate(dict(request), shape)
     if report.has_errors():
         lines = [line.strip() for line in report.generate_report().splitlines()]
         problems = "; ".join(line for line in lines if line and not line.endswith(":"))

@@ -42,7 +42,7 @@ class TrainingInput:
         input_mode: str | None = None,
         attribute_names: list[str] | None = None,
         target_attribute_name: str | None = None,
-        shuffle_config: Any = None,
+        shuffle_config: object = None,
     ):
         """Arguments as in `sagemaker.inputs.TrainingInput` (checked here, one line each)."""
         if not isinstance(s3_data, (str, os.PathLike)) or not os.fspath(s3_data):

@@ -16,7 +16,7 @@ MAX_ENVIRONMENT = 100
 _ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,511}$")
 
 
-def positive_int(value: Any, argument: str, *, low: int = 1, high: int | None = None) -> int:
+def positive_int(value: object, argument: str, *, low: int = 1, high: int | None = None) -> int:
     """An int in [low, high] (bool is not an int here)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (
         high is not None and value > high
@@ -26,27 +26,24 @@ def positive_int(value: Any, argument: str, *, low: int = 1, high: int | None = 
     return value
 
 
-def optional_int(value: Any, argument: str, *, low: int = 1, high: int | None = None
+def optional_int(value: object, argument: str, *, low: int = 1, high: int | None = None
                  ) -> int | None:
-    """None, or `positive_int`."""
     return None if value is None else positive_int(value, argument, low=low, high=high)
 
 
-def optional_str(value: Any, argument: str) -> str | None:
-    """None or a non-empty string."""
+def optional_str(value: object, argument: str) -> str | None:
     if value is not None and (not isinstance(value, str) or not value):
         raise UserInputError(f"{argument} must be a non-empty string or None, got {value!r}")
     return value
 
 
-def optional_bool(value: Any, argument: str) -> bool | None:
-    """None, True or False."""
+def optional_bool(value: object, argument: str) -> bool | None:
     if value is not None and not isinstance(value, bool):
         raise UserInputError(f"{argument} must be True, False or None, got {value!r}")
     return value
 
 
-def string_list(value: Any, argument: str) -> list[str] | None:
+def string_list(value: object, argument: str) -> list[str] | None:
     """None or a non-empty list of strings (`[""]`, a notebook's placeholder, is passed on as
     the official SDK passes it: SageMaker answers for it)."""
     if value is None:
@@ -58,7 +55,7 @@ def string_list(value: Any, argument: str) -> list[str] | None:
     return list(value)
 
 
-def environment(value: Any) -> dict[str, str]:
+def environment(value: object) -> dict[str, str]:
     """Environment variables for every host: names, values, count and reserved prefixes."""
     if value is None:
         return {}
@@ -83,7 +80,7 @@ def environment(value: Any) -> dict[str, str]:
     return dict(value)
 
 
-def tags(value: Any) -> list[dict[str, str]]:
+def tags(value: object) -> list[dict[str, str]]:
     """`[{'Key': ..., 'Value': ...}]`, also from a dict; SageMaker's limits."""
     if value is None:
         return []
@@ -102,7 +99,7 @@ def tags(value: Any) -> list[dict[str, str]]:
     return [dict(tag) for tag in value]
 
 
-def request_dict(value: Any, argument: str) -> dict[str, Any] | None:
+def request_dict(value: object, argument: str) -> dict[str, Any] | None:
     """A request member given as a dict, or as an official SDK object (`_to_request_dict()`),
     e.g. `TensorBoardOutputConfig`, `ProfilerConfig`, `DebuggerHookConfig`, `InstanceGroup`."""
     if value is None:
@@ -116,7 +113,7 @@ def request_dict(value: Any, argument: str) -> dict[str, Any] | None:
     return dict(value)
 
 
-def metric_definitions(value: Any) -> list[dict[str, str]] | None:
+def metric_definitions(value: object) -> list[dict[str, str]] | None:
     """`[{'Name': ..., 'Regex': ...}]`, each regex compiled once to catch typos now."""
     if value is None:
         return None
@@ -135,7 +132,7 @@ def metric_definitions(value: Any) -> list[dict[str, str]] | None:
     return [dict(item) for item in value]
 
 
-def checkpoint_local_path(value: Any) -> str | None:
+def checkpoint_local_path(value: object) -> str | None:
     """A folder below /opt/ml, absolute, without '..' (default /opt/ml/checkpoints): each local
     host has its own /opt/ml, so a path outside it would write outside the job; the same rule
     for SageMaker keeps the estimator portable. A relative path is refused (guessing what it is
@@ -146,7 +143,7 @@ def checkpoint_local_path(value: Any) -> str | None:
     return _container_path(optional_str(value, "checkpoint_local_path"), "checkpoint_local_path")
 
 
-def tensorboard_output_config(value: Any) -> dict[str, Any] | None:
+def tensorboard_output_config(value: object) -> dict[str, Any] | None:
     """`request_dict`, with its LocalPath a folder below /opt/ml (as `checkpoint_local_path`)."""
     config = request_dict(value, "tensorboard_output_config")
     if config and config.get("LocalPath") is not None:

@@ -81,7 +81,7 @@ def _local_files(folder: Path) -> list[tuple[str, Path]]:
     for root, dirs, files in os.walk(folder, followlinks=True):
         dirs.sort()
         for name in sorted(files):
-            if not (name.startswith(".") and name.endswith(fsutil.TMP_SUFFIX)):
+            if not fsutil.is_temporary(name):
                 path = Path(root, name)
                 if not path.is_file():  # reading a named pipe would block for ever
                     raise StorageError(f"{path}: not a regular file (a named pipe, socket, "
@@ -137,13 +137,9 @@ def upload_file(path: str | os.PathLike, uri: str, *, sha256: str | None = None,
         with _local_errors(uri, "upload to"):
             fsutil.copy_file(source, target.path)
         return uri
-    extra = _upload_args(extra_args, sha256)
-
-    def submit(manager, subscribers):
-        return manager.upload(str(source), target.bucket, target.key, extra_args=extra,
-                              subscribers=subscribers)
-
-    s3.run_transfers(uri, "upload to", [submit], source.stat().st_size if progress else None)
+    upload = ("upload", (str(source), target.bucket, target.key),
+              {"extra_args": _upload_args(extra_args, sha256)})
+    s3.run_transfers(uri, "upload to", [upload], source.stat().st_size if progress else None)
     return uri
 
 
@@ -171,13 +167,8 @@ def upload_dir(local_dir: str | os.PathLike, uri: str, *, skip_unchanged: bool =
         size = path.stat().st_size
         if existing.get(key) == size and content_sha256(join(uri, key)) == digest:
             continue
-        extra = _upload_args(extra_args, digest)
-
-        def submit(manager, subscribers, path=path, key=target.key + key, extra=extra):
-            return manager.upload(str(path), target.bucket, key, extra_args=extra,
-                                  subscribers=subscribers)
-
-        jobs.append(submit)
+        jobs.append(("upload", (str(path), target.bucket, target.key + key),
+                     {"extra_args": _upload_args(extra_args, digest)}))
         total += size
     s3.run_transfers(uri, "upload to", jobs, total if progress else None)
     log.info("uploaded %d file(s) to %s (%d unchanged)", len(jobs), uri, len(files) - len(jobs))
@@ -203,12 +194,9 @@ def download_file(uri: str, path: str | os.PathLike, *, progress: bool = False) 
         with s3.errors(uri, "download of"):
             found = s3.head(source.bucket, source.key)
         size = found["ContentLength"] if found else 0
-
-    def submit(manager, subscribers):
-        return manager.download(source.bucket, source.key, str(target), subscribers=subscribers)
-
+    download = ("download", (source.bucket, source.key, str(target)), {})
     try:
-        s3.run_transfers(uri, "download of", [submit], size)
+        s3.run_transfers(uri, "download of", [download], size)
     except ObjectNotFoundError as error:
         # HeadObject answers a bare 404 for a missing bucket too: tell the two apart.
         with s3.errors(uri, "download of"):
@@ -265,9 +253,8 @@ def download_objects(folder: str, pairs: Sequence[tuple[ObjectInfo, Path]], *,
         Path(target).parent.mkdir(parents=True, exist_ok=True)
     # The listed size and ETag spare s3transfer its HeadObject per file.
     s3.run_transfers(folder, "download of", [
-        lambda manager, subscribers, info=info, target=target: manager.download(
-            source.bucket, source.key + info.key, str(target), extra_args=extra_args,
-            subscribers=[s3.known_object(info.size, info.etag), *subscribers])
+        ("download", (source.bucket, source.key + info.key, str(target)),
+         {"extra_args": extra_args, "subscribers": [s3.known_object(info.size, info.etag)]})
         for info, target in pairs
     ], sum(info.size for info, _ in pairs) if progress else None)
 

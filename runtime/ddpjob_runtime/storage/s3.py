@@ -8,12 +8,17 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import contract
 from ddpjob_runtime.errors import ObjectNotFoundError, StorageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from boto3.s3.transfer import TransferConfig
+    from botocore.client import BaseClient
+    from s3transfer.subscribers import BaseSubscriber
 
 MB = 1024 * 1024
 # Measured with benchmarks/bench_transfers.py (moto on loopback, 2 CPUs, --no-cli sweeps with
@@ -35,10 +40,10 @@ _CLIENT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "
                "AWS_CONFIG_FILE")
 
 _lock = threading.Lock()
-_clients: dict[tuple, Any] = {}
+_clients: dict[tuple, BaseClient] = {}
 
 
-def transfer_config() -> Any:
+def transfer_config() -> TransferConfig:
     """The s3transfer settings: module defaults, overridable by the DDPJOB_S3_* variables."""
     from boto3.s3.transfer import TransferConfig
 
@@ -52,7 +57,7 @@ def transfer_config() -> Any:
         use_threads=True)
 
 
-def client() -> Any:
+def client() -> BaseClient:
     """The process's S3 client: one per process and AWS environment, thread-safe."""
     # Keyed by pid (a forked child must not share the parent's connection pool) and by the
     # variables that pick the endpoint and credentials (tests switch them within a process).
@@ -165,7 +170,7 @@ def _known_object_type() -> type:
     return KnownObject
 
 
-def known_object(size: int, etag: str | None) -> Any:
+def known_object(size: int, etag: str | None) -> BaseSubscriber:
     """The subscriber that tells s3transfer an object's listed size and ETag."""
     return _known_object_type()(size, etag)
 
@@ -177,11 +182,13 @@ def _progress_bar(total: int, description: str) -> Any:
                 disable=total < PROGRESS_MIN_BYTES, leave=False)
 
 
-Submit = Callable[[Any, list], Any]  # (manager, subscribers) -> future
+#: One transfer: a TransferManager method ("upload", "download"), its arguments, its keyword
+#: arguments (their `subscribers` come first, the progress bar's after).
+Transfer = tuple[str, tuple[Any, ...], dict[str, Any]]
 
 
-def run_transfers(uri: str, action: str, jobs: Iterable[Submit], total: int | None) -> None:
-    """Submit every job to one TransferManager (parallel across files) and wait for all.
+def run_transfers(uri: str, action: str, jobs: Iterable[Transfer], total: int | None) -> None:
+    """Submit every transfer to one TransferManager (parallel across files) and wait for all.
 
     With a `total` (bytes), a tqdm progress bar follows the transfers.
     """
@@ -194,6 +201,8 @@ def run_transfers(uri: str, action: str, jobs: Iterable[Submit], total: int | No
     with errors(uri, action), bar:
         subscribers = [ProgressCallbackInvoker(bar.update)] if total is not None else []
         with create_transfer_manager(client(), transfer_config()) as manager:
-            futures = [submit(manager, subscribers) for submit in jobs]
+            futures = [getattr(manager, method)(*args, **{
+                **kwargs, "subscribers": [*kwargs.get("subscribers", ()), *subscribers]})
+                for method, args, kwargs in jobs]
             for future in futures:
                 future.result()

@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 from urllib.parse import unquote, urlparse
 
 from ddpjob_runtime.errors import InvalidURIError, UnsafePathError
@@ -44,14 +44,14 @@ class Location:
         return self.scheme == "s3"
 
 
-def is_bucket_name(name: Any) -> bool:
+def is_bucket_name(name: object) -> TypeGuard[str]:
     """Whether `name` follows S3's bucket naming rules (`BUCKET_RULES`): the one check of a
     bucket name, for URIs, `default_bucket`, `upload_data(bucket=...)` and the config file."""
     return isinstance(name, str) and bool(_BUCKET.match(name)) and ".." not in name \
         and not _IP_ADDRESS.match(name)
 
 
-def check_bucket_name(name: Any, argument: str) -> str:
+def check_bucket_name(name: object, argument: str) -> str:
     """`name` when it is an S3 bucket name, else InvalidURIError naming `argument`."""
     if not is_bucket_name(name):
         raise InvalidURIError(f"{argument} {name!r} is not an S3 bucket name ({BUCKET_RULES}; "
@@ -59,7 +59,7 @@ def check_bucket_name(name: Any, argument: str) -> str:
     return name
 
 
-def parse(uri: Any, argument: str = "uri") -> Location:
+def parse(uri: object, argument: str = "uri") -> Location:
     """Parse `s3://bucket/key`, `file:///abs/path` or a plain path; InvalidURIError otherwise.
 
     Anything that looks like a URI but is malformed (`s3:/bad`, `gs://b/k`) is refused, never
@@ -105,7 +105,7 @@ def _in_local_bucket(root: str, key: str, argument: str) -> Path:
         raise InvalidURIError(f"{argument} s3://{LOCAL_BUCKET}/{key}: {error}") from None
 
 
-def is_s3(uri: Any) -> bool:
+def is_s3(uri: object) -> bool:
     """True for `s3://` URIs (but for the local bucket where it is a folder)."""
     if not isinstance(uri, str) or not uri.startswith("s3://"):
         return False

@@ -28,7 +28,6 @@ _CHUNK = 8 * 1024 * 1024
 
 
 def error(status: int, code: str, message: str) -> Answer:
-    """An error answer as botocore parses it."""
     return status, {"Error": {"Code": code, "Message": message}}
 
 
@@ -156,7 +155,7 @@ class LocalBucket:
         for root, dirs, files in os.walk(self.root) if self.root.is_dir() else ():
             dirs.sort()
             for name in files:
-                if name.startswith(".") and name.endswith(fsutil.TMP_SUFFIX):
+                if fsutil.is_temporary(name):
                     continue
                 path = Path(root, name)
                 key = path.relative_to(self.root).as_posix()

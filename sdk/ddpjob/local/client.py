@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import datetime as dt
 import functools
 import logging
 import os
@@ -20,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
@@ -29,6 +30,9 @@ from ddpjob.local import gpus, metrics, pools, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.request import service_model
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.errorfactory import BaseClientExceptions
 
 # What runs each job, as `python -m`: named, not imported, so the client stays light.
 SUPERVISOR_MODULE = "ddpjob.local.supervisor"
@@ -70,18 +74,13 @@ class LocalSageMakerClient:
         self.aws_shaped = aws_shaped
         self.store = JobStore(Path(home))
         self._supervisors: list[subprocess.Popen] = []
-        self._exceptions: Any = None
 
-    @property
-    def exceptions(self) -> Any:
+    @functools.cached_property
+    def exceptions(self) -> BaseClientExceptions:
         """The error classes boto3's SageMaker client has (`ResourceInUse`, …)."""
-        if self._exceptions is None:
-            from botocore.errorfactory import ClientExceptionsFactory
+        from botocore.errorfactory import ClientExceptionsFactory
 
-            self._exceptions = ClientExceptionsFactory().create_client_exceptions(
-                service_model()
-            )
-        return self._exceptions
+        return ClientExceptionsFactory().create_client_exceptions(service_model())
 
     def _aws_error(self, error: ControlPlaneError) -> Exception:
         """The botocore error whose answer is `error`'s (what SageMaker would have said)."""
@@ -127,10 +126,6 @@ class LocalSageMakerClient:
                 f"CreateTrainingJob failed in local home {self.store.home} (ResourceInUse): "
                 f"{said}", code="ResourceInUse", operation="CreateTrainingJob",
                 service_message=said) from None
-
-    def release(self, name: str) -> None:
-        """Give back a name reserved for a job that will not be created."""
-        self.store.release(name)
 
     def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
         """Create the checked job whose name this process reserved, and start it."""
@@ -209,12 +204,7 @@ class LocalSageMakerClient:
 
     @property
     def bucket_root(self) -> Path:
-        """The folder that is the bucket `sagemaker-local` for this home's jobs."""
         return self.store.home / "buckets" / LOCAL_BUCKET
-
-    def job_dir(self, name: str) -> Path:
-        """The folder of a job (request, state, hosts' roots, logs)."""
-        return self.store.job_dir(name)
 
     def _known(self, name: str, operation: str) -> str:
         validation.check_job_name(operation, name)  # before the name becomes a path
@@ -271,8 +261,8 @@ def _matches(summary: dict[str, Any], filters: dict[str, Any]) -> bool:
         return False
     if "StatusEquals" in filters and summary["TrainingJobStatus"] != filters["StatusEquals"]:
         return False
-    for field, key in (("CreationTime", "CreationTime"), ("LastModifiedTime", "LastModifiedTime")):
-        value = summary.get(key)
+    for field in ("CreationTime", "LastModifiedTime"):
+        value = summary.get(field)
         after, before = filters.get(f"{field}After"), filters.get(f"{field}Before")
         if after is not None and not (value and value > _aware(after)):
             return False
@@ -281,10 +271,8 @@ def _matches(summary: dict[str, Any], filters: dict[str, Any]) -> bool:
     return True
 
 
-def _aware(value: Any) -> Any:
+def _aware(value: object) -> dt.datetime:
     """A datetime to compare with ours (naive ones are taken as local time, like botocore)."""
-    import datetime as dt
-
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.astimezone()
     if isinstance(value, (int, float)):

@@ -36,7 +36,6 @@ def _algorithm(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def is_container_request(request: dict[str, Any]) -> bool:
-    """Whether the request names its own container command (ContainerEntrypoint)."""
     return bool(_algorithm(request).get("ContainerEntrypoint"))
 
 

@@ -183,7 +183,6 @@ class DataCache:
                     yield Path(entry.path), entry.stat()
 
     def info(self, limit: int | None = None) -> CacheInfo:
-        """Entries, bytes, and how many are in use by a job's staged channel."""
         stats = [st for _, st in self._scan()]
         used = [st for st in stats if st.st_nlink > 1]
         return CacheInfo(self.root, len(stats), sum(st.st_size for st in stats), len(used),

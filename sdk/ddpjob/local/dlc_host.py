@@ -43,7 +43,6 @@ def dlc_tag(request: dict[str, Any]) -> str | None:
 
 
 def is_dlc_request(request: dict[str, Any]) -> bool:
-    """Whether the request runs on SageMaker's PyTorch (or Hugging Face PyTorch) training DLC."""
     return dlc_tag(request) is not None
 
 

@@ -43,10 +43,6 @@ class HostFailure:
         return is_consequence(self.text) if self.consequence is None else self.consequence
 
 
-def _headline(text: str) -> str:
-    return text.strip().split("\n", 1)[0]
-
-
 def choose(failures: list[HostFailure]) -> HostFailure | None:
     """The cause among the failed hosts' failures (None when there are none)."""
     return min(
@@ -80,7 +76,7 @@ def clear(output_dir: Path) -> None:
 
 def headline(failure: HostFailure) -> str:
     """The first line of `failure`'s text."""
-    return _headline(failure.text)
+    return failure.text.strip().split("\n", 1)[0]
 
 
 def with_retries(reason: str, retries: list[str], limit: int) -> str:
@@ -98,12 +94,12 @@ def reason(failures: list[HostFailure], limit: int) -> str | None:
     cause = choose(failures)
     if cause is None:
         return None
-    headline, _, details = cause.text.strip().partition("\n")
+    first, _, details = cause.text.strip().partition("\n")
     others = sorted((f for f in failures if f is not cause), key=lambda f: f.written)
-    lines = [f"AlgorithmError: {headline}"]
+    lines = [f"AlgorithmError: {first}"]
     if others:
         lines.append("consequences (later):")
-        lines += [f"- {_headline(f.text)[:_CONSEQUENCE_CHARS]}" for f in others]
+        lines += [f"- {headline(f)[:_CONSEQUENCE_CHARS]}" for f in others]
     text = "\n".join(lines) + (f"\n\n{details.strip()}" if details.strip() else "")
     return text[:limit]
 

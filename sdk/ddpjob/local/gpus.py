@@ -7,7 +7,6 @@ CUDA_VISIBLE_DEVICES (NCCL refuses two ranks on one GPU); `local` jobs see no GP
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 
@@ -16,14 +15,17 @@ def visible_gpus() -> list[str]:
     named = os.environ.get("CUDA_VISIBLE_DEVICES")
     if named is not None:
         return [g.strip() for g in named.split(",") if g.strip() and g.strip() != "-1"]
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return []
+    return [str(i) for i in range(len(listing()))]
+
+
+def listing(nvidia_smi: str = "nvidia-smi") -> list[str]:
+    """The `nvidia-smi --list-gpus` lines, one per GPU in index order ([] without nvidia-smi)."""
     try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([nvidia_smi, "--list-gpus"], capture_output=True, text=True,
+                             timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         return []
-    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+    return [line for line in out.splitlines() if line.startswith("GPU ")]
 
 
 def split(gpus: list[str], hosts: int) -> list[list[str]]:

@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ddpjob.local import gpus
+
 PYTHON_ENV = "DDPJOB_DLC_PYTHON"
 NO_GPU_EXIT = 6  # what nvidia-smi exits with when it finds no device
 #: The commands every host's bin holds, whatever this machine's PATH has.
@@ -60,23 +62,13 @@ def _nvidia_smi(gpu_ids: list[str], exclude: Path) -> str:
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
                            if p and Path(p) != exclude)
     real = shutil.which("nvidia-smi", path=path)
-    listed = _listing(real) if gpu_ids and real else []
+    listed = gpus.listing(real) if gpu_ids and real else []
     mine = [line for index, line in enumerate(listed)
             if str(index) in gpu_ids or any(f"UUID: {g})" in line for g in gpu_ids)]
     if not mine:
         return f'echo "No devices were found"\nexit {NO_GPU_EXIT}'
     return ('case "$1" in\n-L|--list-gpus) cat <<"EOF"\n' + "\n".join(mine) +
             f'\nEOF\n;;\n*) exec "{real}" -i {",".join(gpu_ids)} "$@";;\nesac')
-
-
-def _listing(nvidia_smi: str) -> list[str]:
-    """The machine's `nvidia-smi --list-gpus` lines, one per GPU, in index order."""
-    try:
-        done = subprocess.run([nvidia_smi, "--list-gpus"], capture_output=True, text=True,
-                              timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line for line in done.stdout.splitlines() if line.startswith("GPU ")]
 
 
 def _script(path: Path, body: str) -> None:

@@ -57,7 +57,6 @@ class JobState:
 
     @classmethod
     def new(cls, name: str, now: float | None = None) -> JobState:
-        """The state of a job that was just created (InProgress / Starting)."""
         now = time.time() if now is None else now
         message = MESSAGES[S.STARTING]
         return cls(name, S.STARTING, now, now,
@@ -65,25 +64,22 @@ class JobState:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobState:
-        """The state that `to_json` wrote."""
         fields = {**data, "status": SecondaryStatus(data["status"])}
         fields["hosts"] = {h: HostRecord(**r) for h, r in data.get("hosts", {}).items()}
         return cls(**fields)
 
     def to_json(self) -> dict[str, Any]:
-        """The state as a JSON-ready dict."""
         data = dataclasses.asdict(self)
         data["status"] = self.status.value
         return data
 
     @property
     def is_terminal(self) -> bool:
-        """True once the job can no longer change."""
         return self.status.is_terminal
 
     # --- the one place a status changes --------------------------------------------------
 
-    def _set_state(self, new: SecondaryStatus, message: str | None, now: float | None) -> None:
+    def _set_state(self, new: SecondaryStatus, message: str | None, now: float | None) -> bool:
         check_move(self.status, new)
         now = time.time() if now is None else now
         if self.transitions and "EndTime" not in self.transitions[-1]:
@@ -96,6 +92,7 @@ class JobState:
             self.training_start_time = now
         self.status = new
         self.last_modified_time = now
+        return True  # what every transition returns once it moved
 
     # --- transitions ---------------------------------------------------------------------
 
@@ -104,15 +101,13 @@ class JobState:
         new = advance(self.status, observed)
         if new is self.status:
             return False
-        self._set_state(new, None, now)
-        return True
+        return self._set_state(new, None, now)
 
     def request_stop(self, now: float | None = None) -> bool:
         """A stop was asked for: Stopping, unless the job is already stopping or has ended."""
         if self.status is S.STOPPING or self.is_terminal:
             return False
-        self._set_state(S.STOPPING, None, now)
-        return True
+        return self._set_state(S.STOPPING, None, now)
 
     def end(self, final: SecondaryStatus, reason: str | None, now: float | None = None) -> bool:
         """The job ended as `final` (with `reason` unless stopped); a stop asked for meanwhile
@@ -123,24 +118,21 @@ class JobState:
             final = S.STOPPED
         if final is not S.STOPPED:
             self.failure_reason = reason
-        self._set_state(final, reason.split("\n", 1)[0] if reason else None, now)
-        return True
+        return self._set_state(final, reason.split("\n", 1)[0] if reason else None, now)
 
     def retry(self, message: str, now: float | None = None) -> bool:
         """The platform failed and the job is retried (RetryStrategy): Restarting, with
         `message` saying why. False (no retry) once a stop was asked for or the job ended."""
         if self.status is S.STOPPING or self.is_terminal:
             return False
-        self._set_state(S.RESTARTING, message, now)
-        return True
+        return self._set_state(S.RESTARTING, message, now)
 
     def start_again(self, now: float | None = None) -> bool:
         """The retried job's hosts start again: Starting. False unless it is Restarting (a stop
         asked for meanwhile wins)."""
         if self.status is not S.RESTARTING:
             return False
-        self._set_state(S.STARTING, None, now)
-        return True
+        return self._set_state(S.STARTING, None, now)
 
     def note(self, message: str, now: float | None = None) -> bool:
         """Record `message` (a worker restart) in the history as a new Training entry; the
@@ -179,17 +171,14 @@ class JobState:
     # --- records -------------------------------------------------------------------------
 
     def record_supervisor(self, pid: int) -> bool:
-        """The job's supervisor runs as `pid`."""
         self.supervisor_pid = pid
         return True
 
     def record_hosts(self, pids: dict[str, int]) -> bool:
-        """The hosts run as `pids` (host -> pid)."""
         self.hosts = {host: HostRecord(pid) for host, pid in pids.items()}
         return True
 
     def record_exit_codes(self, codes: dict[str, int | None]) -> bool:
-        """The hosts' exit codes so far (None: still running)."""
         for host, code in codes.items():
             self.hosts.setdefault(host, HostRecord()).exit_code = code
         return True

@@ -27,13 +27,12 @@ STATE = "state.json"
 LOCK = ".lock"
 
 
-def write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: object) -> None:
     """Replace `path` with `data` as JSON; a reader sees the old file or the new one, never half."""
     fsutil.write_json(path, data, indent=1, mode=0o600)
 
 
 def read_json(path: Path) -> Any:
-    """The JSON in `path` (FileNotFoundError when it is not there)."""
     with open(path) as f:
         return json.load(f)
 
@@ -76,7 +75,6 @@ class JobStore:
         self.jobs = self.home / "jobs"
 
     def job_dir(self, name: str) -> Path:
-        """The folder of job `name` (whether or not it exists)."""
         return self.jobs / name
 
     def exists(self, name: str) -> bool:
@@ -84,7 +82,6 @@ class JobStore:
         return (self.job_dir(name) / STATE).is_file()
 
     def names(self) -> list[str]:
-        """Names of every created job."""
         if not self.jobs.is_dir():
             return []
         return [p.name for p in self.jobs.iterdir() if (p / STATE).is_file()]
@@ -119,7 +116,6 @@ class JobStore:
         return target
 
     def request(self, name: str) -> dict[str, Any]:
-        """The CreateTrainingJob request the job was created with."""
         return read_json(self.job_dir(name) / REQUEST)
 
     def state(self, name: str) -> JobState:
@@ -128,7 +124,6 @@ class JobStore:
 
     @contextlib.contextmanager
     def locked(self, name: str) -> Iterator[None]:
-        """Hold job `name`'s lock (between processes) for the duration of the block."""
         with open(self.job_dir(name) / LOCK, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             try:

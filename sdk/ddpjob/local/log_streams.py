@@ -19,8 +19,8 @@ from ddpjob_runtime.contract import JOB_NAME_PATTERN
 from ddpjob.job_status import TERMINAL_STATUSES
 from ddpjob.local.bucket_api import Answer, error
 from ddpjob.local.client import LocalSageMakerClient
+from ddpjob.sagemaker.logs import LOG_GROUP
 
-LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 LIMIT = 10000  # GetLogEvents' and FilterLogEvents' most events per answer
 
 
@@ -51,7 +51,7 @@ class JobLogStreams:
             return {}
         epoch = int(self.client.store.state(job).creation_time)
         request = self.client.store.request(job)
-        logs = self.client.job_dir(job) / "logs"
+        logs = self.client.store.job_dir(job) / "logs"
         found = {f"{job}/algo-{i}-{epoch}": logs / f"algo-{i}.log"
                  for i in range(1, request["ResourceConfig"].get("InstanceCount", 1) + 1)}
         return {name: path for name, path in sorted(found.items())

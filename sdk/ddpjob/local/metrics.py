@@ -28,7 +28,6 @@ SERIES_FILE = "metrics.jsonl"
 
 
 def definitions(request: dict[str, Any]) -> list[tuple[str, str]]:
-    """`(Name, Regex)` of the request's MetricDefinitions."""
     specs = (request.get("AlgorithmSpecification") or {}).get("MetricDefinitions") or []
     return [(d["Name"], d["Regex"]) for d in specs]
 
@@ -81,7 +80,6 @@ class MetricCollector:
         return len(records)
 
     def close(self) -> None:
-        """Close the logs and end the matcher's child process."""
         self.matcher.close()
         for tail in self.tails.values():
             tail.close()

@@ -14,7 +14,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.model import Shape
 
 # (shape name, constraint) that local mode widens; see the module's docstring.
 WIDENED = {("TrainingInstanceType", "enum"), ("S3Uri", "pattern")}
@@ -31,7 +34,7 @@ def _pattern(source: str) -> re.Pattern[str] | None:
         return None
 
 
-def first_violation(shape: Any, value: Any, path: str = "") -> str | None:
+def first_violation(shape: Shape, value: object, path: str = "") -> str | None:
     """The first constraint of `shape` that `value` breaks, as one line naming the member and
     what SageMaker allows; None when it keeps them all (types are botocore's to check)."""
     return next(_violations(shape, value, path), None)
@@ -44,37 +47,34 @@ def _violations(shape: Any, value: Any, path: str) -> Iterator[str]:
             if name in value:
                 yield from _violations(member, value[name], f"{path}.{name}".lstrip("."))
     elif kind == "list" and isinstance(value, list):
-        yield from _count(shape, len(value), path, "items")
+        yield from _bounds(shape, len(value), f"{path}: {len(value)} items, ")
         for index, item in enumerate(value):
             yield from _violations(shape.member, item, f"{path}[{index}]")
     elif kind == "map" and isinstance(value, dict):
-        yield from _count(shape, len(value), path, "entries")
+        yield from _bounds(shape, len(value), f"{path}: {len(value)} entries, ")
         for key, item in value.items():
             yield from _violations(shape.key, key, f"{path} key")
             yield from _violations(shape.value, item, f"{path}[{_show(key)}]")
     elif kind == "string" and isinstance(value, str):
         yield from _string(shape, value, path)
     elif kind in ("integer", "long", "float", "double") and isinstance(value, (int, float)):
-        yield from _number(shape, value, path)
+        yield from _bounds(shape, value, f"{path} {value}: ")
 
 
-def _count(shape: Any, size: int, path: str, what: str) -> Iterator[str]:
+def _bounds(shape: Any, size: float, above: str, below: str | None = None) -> Iterator[str]:
+    """The model's max and min of a count, length or number; `above` (`below`) heads the line."""
     low, high = shape.metadata.get("min"), shape.metadata.get("max")
     if high is not None and size > high:
-        yield f"{path}: {size} {what}, SageMaker allows at most {high}"
+        yield f"{above}SageMaker allows at most {high}"
     if low is not None and size < low:
-        yield f"{path}: {size} {what}, SageMaker needs at least {low}"
+        yield f"{below or above}SageMaker needs at least {low}"
 
 
 def _string(shape: Any, value: str, path: str) -> Iterator[str]:
     if "\x00" in value:
         yield f"{path} {_show(value)}: contains a NUL character, which no SageMaker member allows"
-    low, high = shape.metadata.get("min"), shape.metadata.get("max")
-    if high is not None and len(value) > high:
-        yield (f"{path} {_show(value)}: {len(value)} characters, SageMaker allows at most "
-               f"{high}")
-    if low is not None and len(value) < low:
-        yield f"{path}: {len(value)} characters, SageMaker needs at least {low}"
+    yield from _bounds(shape, len(value), f"{path} {_show(value)}: {len(value)} characters, ",
+                       f"{path}: {len(value)} characters, ")
     if shape.enum and (shape.name, "enum") not in WIDENED and value not in shape.enum:
         allowed = ", ".join(shape.enum[:12]) + (", ..." if len(shape.enum) > 12 else "")
         yield f"{path} {_show(value)}: must be one of {allowed}"
@@ -83,14 +83,6 @@ def _string(shape: Any, value: str, path: str) -> Iterator[str]:
         pattern = _pattern(source)
         if pattern is not None and not pattern.fullmatch(value):
             yield f"{path} {_show(value)}: must match SageMaker's pattern {source}"
-
-
-def _number(shape: Any, value: float, path: str) -> Iterator[str]:
-    low, high = shape.metadata.get("min"), shape.metadata.get("max")
-    if high is not None and value > high:
-        yield f"{path} {value}: SageMaker allows at most {high}"
-    if low is not None and value < low:
-        yield f"{path} {value}: SageMaker needs at least {low}"
 
 
 def _show(value: Any) -> str:

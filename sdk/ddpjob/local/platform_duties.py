@@ -27,8 +27,6 @@ from ddpjob_runtime.platform_config import ChannelSource
 
 from ddpjob.local import hostroot
 
-SUBMIT_DIR = contract.SUBMIT_DIRECTORY
-
 
 def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dict[str, Any]:
     """`{file under input/config: content}` as SageMaker writes them for `host`, a file:// code
@@ -42,11 +40,11 @@ def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dic
         resources["hosts"] = list(addresses.values())
         resources["instance_groups"][0]["hosts"] = list(addresses.values())
     hyperparameters = dict(files[contract.HYPERPARAMETERS_FILE])
-    if SUBMIT_DIR in hyperparameters:
-        uri = json.loads(hyperparameters[SUBMIT_DIR])
-        location = storage.parse(uri, argument=SUBMIT_DIR)
+    if contract.SUBMIT_DIRECTORY in hyperparameters:
+        uri = json.loads(hyperparameters[contract.SUBMIT_DIRECTORY])
+        location = storage.parse(uri, argument=contract.SUBMIT_DIRECTORY)
         if not location.is_s3:
-            hyperparameters[SUBMIT_DIR] = json.dumps(str(location.path))
+            hyperparameters[contract.SUBMIT_DIRECTORY] = json.dumps(str(location.path))
     files[contract.HYPERPARAMETERS_FILE] = hyperparameters
     return files
 

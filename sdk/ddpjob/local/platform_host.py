@@ -70,7 +70,6 @@ class PlatformHost:
     # --- what a subclass says ------------------------------------------------------------
 
     def command(self) -> list[str]:
-        """The program the image runs on this host."""
         raise NotImplementedError
 
     def environment(self) -> dict[str, str]:
@@ -83,7 +82,6 @@ class PlatformHost:
         return env
 
     def workdir(self) -> Path:
-        """The program's working folder."""
         return self.root
 
     # --- the platform's part -------------------------------------------------------------

@@ -19,7 +19,6 @@ _ECHOED = (
 
 
 def job_arn(name: str) -> str:
-    """The ARN a local job is known by."""
     return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name.lower()}"
 
 
@@ -35,7 +34,6 @@ def model_artifacts_uri(request: dict[str, Any]) -> str:
 
 
 def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
-    """The DescribeTrainingJob response of a local job."""
     name = request["TrainingJobName"]
     status = state.status
     response: dict[str, Any] = {
@@ -67,7 +65,6 @@ def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
 
 
 def summary(request: dict[str, Any], state: JobState) -> dict[str, Any]:
-    """The job's entry in a ListTrainingJobs response."""
     full = describe(request, state)
     keys = ("TrainingJobName", "TrainingJobArn", "CreationTime", "TrainingEndTime",
             "LastModifiedTime", "TrainingJobStatus", "SecondaryStatus")  # fmt: skip

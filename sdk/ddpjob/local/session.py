@@ -24,7 +24,7 @@ from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.jobstore import check_own_dir
@@ -144,14 +144,11 @@ class LocalSession(BaseSession):
 
     def submit(self, request: Mapping[str, Any], stage: Stage | None = None):
         """See `BaseSession.submit`; what `stage` writes is private to the user."""
-        if stage is None:
-            return super().submit(request)
-
         def private_stage() -> None:
             with _private_files():
                 stage()
 
-        return super().submit(request, private_stage)
+        return super().submit(request, private_stage if stage is not None else None)
 
     def _reserve(self, request: dict[str, Any]) -> None:
         if not dlc_host.is_dlc_request(request):  # the DLC's toolkits bring their own torch
@@ -160,13 +157,13 @@ class LocalSession(BaseSession):
         self._client.reserve(request["TrainingJobName"])
 
     def _release(self, job_name: str) -> None:
-        self._client.release(job_name)
+        self._client.store.release(job_name)
 
     def _schedule(self, request: dict[str, Any]) -> None:
         self._client.create_reserved(request)
 
     def _metric_series(self, job: JobDescription,
-                       metric_names: list[str]) -> list[dict[str, Any]]:
+                       metric_names: list[str]) -> list[MetricRow]:
         from ddpjob.local import metrics
 
         start = (job.training_start_time or job.creation_time).timestamp()
@@ -199,7 +196,7 @@ class LocalSession(BaseSession):
 
     def job_dir(self, job_name: str) -> Path:
         """The job's folder: request.json, state.json, hosts/algo-N/ roots, logs/algo-N.log."""
-        return self._client.job_dir(check_job_name(job_name))
+        return self._client.store.job_dir(check_job_name(job_name))
 
     def log_paths(self, job_name: str) -> dict[str, Path]:
         """`{host: log file}` of every host of the job."""
@@ -247,7 +244,7 @@ class LocalSession(BaseSession):
         return botocore.session.get_session().get_config_variable("region")
 
     def upload_data(self, path: str, bucket: str | None = None, key_prefix: str = "data",
-                    callback: Any = None, extra_args: dict[str, Any] | None = None) -> str:
+                    callback: object = None, extra_args: dict[str, Any] | None = None) -> str:
         """See `BaseSession.upload_data`; what lands in the local bucket is private to the user."""
         with _private_files():
             return super().upload_data(path, bucket, key_prefix, callback, extra_args)

@@ -49,7 +49,6 @@ def check_shape(operation: str, params: dict[str, Any]) -> None:
 
 
 def check_job_name(operation: str, name: str) -> None:
-    """SageMaker's pattern for training job names."""
     if not isinstance(name, str) or not JOB_NAME_PATTERN.match(name):
         raise client_error(
             operation,

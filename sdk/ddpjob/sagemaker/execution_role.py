@@ -12,10 +12,14 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ddpjob.errors import UserInputError
 from ddpjob.sagemaker.errors import aws_errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    import boto3
+    from botocore.client import BaseClient
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +32,9 @@ class AwsClients(Protocol):
     """What the role is looked up with (a SageMaker `Session`'s clients)."""
 
     @property
-    def boto_session(self) -> Any: ...
+    def boto_session(self) -> boto3.Session: ...
     @property
-    def sagemaker_client(self) -> Any: ...
+    def sagemaker_client(self) -> BaseClient: ...
     @property
     def region_name(self) -> str: ...
 

@@ -9,6 +9,7 @@ ends that stream's page loop (the official SDK instead re-reads the first page a
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import logging
 import re
@@ -40,7 +41,6 @@ class LogPolling:
     page_limit: int | None = None
 
     def next_delay(self, delay: float, got_lines: bool) -> float:
-        """The delay before the next poll, given the last delay and whether lines arrived."""
         if got_lines:
             return self.initial
         return min(delay * self.factor, self.maximum)
@@ -72,25 +72,16 @@ class LogReader:
 
     def discover(self) -> None:
         """Add streams that appeared since the last call (hosts start at different times)."""
-        kwargs: dict[str, Any] = {
-            "logGroupName": LOG_GROUP, "logStreamNamePrefix": self._job + "/",
-            "orderBy": "LogStreamName", "limit": _STREAMS_PAGE,
-        }
-        with aws_errors("DescribeLogStreams", region=self._region):
-            while True:
-                try:
-                    page = self._client.describe_log_streams(**kwargs)
-                except self._client.exceptions.ResourceNotFoundException:
-                    return  # no job in this account has logged yet: the group does not exist
-                for stream in page.get("logStreams", []):
-                    name = stream["logStreamName"]
-                    if name not in self._streams:
-                        logger.debug("following log stream %s", name)
-                        self._streams[name] = _Stream(name, host_of(name, self._job))
-                token = page.get("nextToken")
-                if not token or token == kwargs.get("nextToken"):
-                    return
-                kwargs["nextToken"] = token
+        pages = self._client.get_paginator("describe_log_streams").paginate(
+            logGroupName=LOG_GROUP, logStreamNamePrefix=self._job + "/", orderBy="LogStreamName",
+            PaginationConfig={"PageSize": _STREAMS_PAGE})
+        with aws_errors("DescribeLogStreams", region=self._region), contextlib.suppress(
+                self._client.exceptions.ResourceNotFoundException):  # no job has logged yet
+            for stream in (s for page in pages for s in page.get("logStreams", [])):
+                name = stream["logStreamName"]
+                if name not in self._streams:
+                    logger.debug("following log stream %s", name)
+                    self._streams[name] = _Stream(name, host_of(name, self._job))
 
     def read_new(self) -> list[tuple[str, str]]:
         """`(host, line)` of every event not read yet, in timestamp order across streams."""

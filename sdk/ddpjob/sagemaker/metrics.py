@@ -4,16 +4,19 @@ namespace `/aws/sagemaker/TrainingJobs`, one-minute averages per MetricDefinitio
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, MetricRow
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.client import BaseClient
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 PERIOD_S = 60
 
 
-def cloudwatch_series(cloudwatch: Any, job: JobDescription,
-                      metric_names: list[str]) -> list[dict[str, Any]]:
+def cloudwatch_series(cloudwatch: BaseClient, job: JobDescription,
+                      metric_names: list[str]) -> list[MetricRow]:
     """`{"timestamp", "metric_name", "value"}` rows of `metric_names` of `job`."""
     start = job.training_start_time or job.creation_time
     end = (job.training_end_time or dt.datetime.now(dt.timezone.utc)) + \

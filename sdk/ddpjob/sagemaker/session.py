@@ -12,12 +12,15 @@ from ddpjob_runtime import storage
 
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
 from ddpjob.sagemaker.execution_role import caller_role
 from ddpjob.sagemaker.logs import LogPolling, follow_logs
 
 if TYPE_CHECKING:  # pragma: no cover
+    import boto3
+    from botocore.client import BaseClient
+
     from ddpjob.config import Config
 
 logger = logging.getLogger(__name__)
@@ -58,11 +61,13 @@ class Session(BaseSession):
         """An IAM role ARN or name (UserInputError otherwise)."""
         require_role(role)
 
-    def __init__(self, boto_session: Any = None, sagemaker_client: Any = None,
-                 logs_client: Any = None, default_bucket: str | None = None, *,
+    def __init__(self, boto_session: boto3.Session | None = None,
+                 sagemaker_client: BaseClient | None = None, logs_client: BaseClient | None = None,
+                 default_bucket: str | None = None, *,
                  log_polling: LogPolling | None = None):
         """Clients default to ones made from `boto_session` (default: `boto3.Session()`).
 
+        `sagemaker_client`'s errors are botocore's (this session's methods translate them);
         `default_bucket` replaces `sagemaker-<region>-<account>`; `log_polling` sets how
         `logs` polls CloudWatch.
         """
@@ -77,25 +82,15 @@ class Session(BaseSession):
                 "No AWS region configured: set AWS_DEFAULT_REGION (e.g. us-east-1), run "
                 "`aws configure`, or pass boto_session=boto3.Session(region_name=...)")
         self._region: str = region
-        self._sagemaker = sagemaker_client or self.boto_session.client(
+        self.sagemaker_client = sagemaker_client or self.boto_session.client(
             "sagemaker", region_name=region, config=Config(retries=_RETRIES))
-        self._logs_client = logs_client or self.boto_session.client(
+        self.logs_client = logs_client or self.boto_session.client(
             "logs", region_name=region, config=Config(retries=_LOG_RETRIES))
         self._bucket_override = None if default_bucket is None else \
             storage.check_bucket_name(default_bucket, "default_bucket")
         self._default_bucket: str | None = None
         self._account: str | None = None
         self.log_polling = log_polling or LogPolling()
-
-    @property
-    def sagemaker_client(self) -> Any:
-        """The boto3 SageMaker client (its errors are botocore's; the methods below translate)."""
-        return self._sagemaker
-
-    @property
-    def logs_client(self) -> Any:
-        """The boto3 CloudWatch Logs client."""
-        return self._logs_client
 
     @classmethod
     def from_config(cls, config: Config) -> Session:
@@ -133,10 +128,6 @@ class Session(BaseSession):
                 "<region>.amazonaws.com/<image>:<tag>' (e.g. the ddpjob image of container/)")
         return image_uri
 
-    def resolve_role(self, role: str | None) -> str:
-        """The role's ARN (required; a bare role name becomes this account's role ARN)."""
-        return self.expand_role(role)
-
     def default_output_path(self) -> str:
         """`s3://<default bucket>/` (the bucket is created when a job that uses it is submitted)."""
         return f"s3://{self.default_bucket_name()}/"
@@ -171,10 +162,10 @@ class Session(BaseSession):
 
     def _schedule(self, request: dict[str, Any]) -> None:
         with aws_errors("CreateTrainingJob", request=request, region=self._region):
-            self._sagemaker.create_training_job(**request)
+            self.sagemaker_client.create_training_job(**request)
 
     def _metric_series(self, job: JobDescription,
-                       metric_names: list[str]) -> list[dict[str, Any]]:
+                       metric_names: list[str]) -> list[MetricRow]:
         from ddpjob.sagemaker.metrics import cloudwatch_series
 
         with aws_errors("GetMetricStatistics", job_name=job.name, region=self._region):
@@ -184,14 +175,14 @@ class Session(BaseSession):
 
     def _describe(self, job_name: str) -> dict[str, Any]:
         with aws_errors("DescribeTrainingJob", job_name=job_name, region=self._region):
-            return self._sagemaker.describe_training_job(TrainingJobName=job_name)
+            return self.sagemaker_client.describe_training_job(TrainingJobName=job_name)
 
     def _stop(self, job_name: str) -> None:
         with aws_errors("StopTrainingJob", job_name=job_name, region=self._region):
-            self._sagemaker.stop_training_job(TrainingJobName=job_name)
+            self.sagemaker_client.stop_training_job(TrainingJobName=job_name)
 
     def _logs(self, job_name: str, follow: bool) -> Iterator[tuple[str, str]]:
-        return follow_logs(self._logs_client, job_name,
+        return follow_logs(self.logs_client, job_name,
                            lambda: self._describe(job_name)["TrainingJobStatus"],
                            follow=follow, polling=self.log_polling, region=self._region)
 
@@ -199,7 +190,7 @@ class Session(BaseSession):
         """See `BaseSession.list`."""
         paging = {"PaginationConfig": {"MaxItems": max_results}} if max_results else {}
         with aws_errors("ListTrainingJobs", region=self._region):
-            pages = self._sagemaker.get_paginator("list_training_jobs").paginate(
+            pages = self.sagemaker_client.get_paginator("list_training_jobs").paginate(
                 **filters, **paging)
             return [job for page in pages for job in page["TrainingJobSummaries"]]
 
@@ -221,6 +212,8 @@ class Session(BaseSession):
         partition = self.boto_session.get_partition_for_region(self._region)
         return f"arn:{partition}:iam::{self.account_id()}:role/{role}"
 
+    resolve_role = expand_role
+
     def default_bucket_name(self) -> str:
         """The bucket for code and outputs: `default_bucket`, or `sagemaker-<region>-<account>`
         (only named here, not created)."""
@@ -233,8 +226,7 @@ class Session(BaseSession):
         """
         if self._default_bucket is None:
             name = self.default_bucket_name()
-            chosen_by_us = not self._bucket_override
-            owner = self.account_id() if chosen_by_us else None
+            owner = None if self._bucket_override else self.account_id()  # ours: we chose it
             with aws_errors("HeadBucket", region=self._region):  # offline: one line
                 self._ensure_bucket(name, expected_owner=owner)
             self._default_bucket = name

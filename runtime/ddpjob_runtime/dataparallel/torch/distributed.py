@@ -7,6 +7,7 @@ group is torch's default group, so torch's own DDP, samplers and collectives see
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-AsyncHandle = Any  # torch's Work, or ours (``Work``) where one call is not enough
+AsyncHandle = tdist.Work | Work  # ours where one call of torch is not enough
 
 
 class ReduceOp(enum.Enum):
@@ -104,13 +105,13 @@ def is_initialized() -> bool:
     return tdist.is_available() and tdist.is_initialized()
 
 
-def get_world_size(group: Any = group.WORLD) -> int:
+def get_world_size(group: object = group.WORLD) -> int:
     """Number of workers in the job, over all hosts."""
     _require_initialized("get_world_size", group)
     return tdist.get_world_size()
 
 
-def get_rank(group: Any = group.WORLD) -> int:
+def get_rank(group: object = group.WORLD) -> int:
     """This worker's rank in the job, 0 to world size - 1."""
     _require_initialized("get_rank", group)
     return tdist.get_rank()
@@ -128,7 +129,7 @@ def get_local_size() -> int:
     return _local("LOCAL_WORLD_SIZE", tdist.get_world_size())
 
 
-def all_reduce(tensor: torch.Tensor, op: ReduceOp | Any = ReduceOp.SUM, group: Any = group.WORLD,
+def all_reduce(tensor: torch.Tensor, op: object = ReduceOp.SUM, group: object = group.WORLD,
                async_op: bool = False) -> AsyncHandle | None:
     """Reduce ``tensor`` in place over all workers with ``op`` (default SUM).
 
@@ -144,14 +145,8 @@ def all_reduce(tensor: torch.Tensor, op: ReduceOp | Any = ReduceOp.SUM, group: A
     if floating and tensor.is_cuda and "nccl" in tdist.get_backend():
         return tdist.all_reduce(tensor, op=tdist.ReduceOp.AVG, async_op=async_op)
     # gloo (before torch 2.x) and ccl lack AVG, and AVG of ints is ill-defined: SUM, then divide.
-    world = tdist.get_world_size()
-
-    def divide() -> None:
-        if floating:
-            tensor.div_(world)
-        else:
-            tensor.div_(world, rounding_mode="floor")
-
+    divide = functools.partial(tensor.div_, tdist.get_world_size(),
+                               rounding_mode=None if floating else "floor")
     work = tdist.all_reduce(tensor, op=tdist.ReduceOp.SUM, async_op=async_op)
     if async_op:
         return Work([work], then=divide)
@@ -159,7 +154,7 @@ def all_reduce(tensor: torch.Tensor, op: ReduceOp | Any = ReduceOp.SUM, group: A
     return None
 
 
-def broadcast(tensor: torch.Tensor, src: int = 0, group: Any = group.WORLD,
+def broadcast(tensor: torch.Tensor, src: int = 0, group: object = group.WORLD,
               async_op: bool = False) -> AsyncHandle | None:
     """Copy ``tensor`` of rank ``src`` into ``tensor`` on every other worker."""
     _require_initialized("broadcast", group)
@@ -169,7 +164,7 @@ def broadcast(tensor: torch.Tensor, src: int = 0, group: Any = group.WORLD,
     return tdist.broadcast(tensor, src=src, async_op=async_op)
 
 
-def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any = group.WORLD,
+def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: object = group.WORLD,
                async_op: bool = False) -> AsyncHandle | None:
     """Fill ``tensor_list[i]`` with ``tensor`` of rank ``i``, on every worker."""
     _require_initialized("all_gather", group)
@@ -182,7 +177,7 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor, group: Any
 
 def all_to_all_single(output_t: torch.Tensor, input_t: torch.Tensor,
                       output_split_sizes: Sequence[int] | None = None,
-                      input_split_sizes: Sequence[int] | None = None, group: Any = group.WORLD,
+                      input_split_sizes: Sequence[int] | None = None, group: object = group.WORLD,
                       async_op: bool = False) -> AsyncHandle | None:
     """Scatter dim-0 chunks of ``input_t`` to all workers; gather theirs into ``output_t``.
 
@@ -205,13 +200,13 @@ def all_to_all_single(output_t: torch.Tensor, input_t: torch.Tensor,
                                          input_split_sizes, async_op=async_op)
 
 
-def barrier(group: Any = group.WORLD, async_op: bool = False) -> AsyncHandle | None:
+def barrier(group: object = group.WORLD, async_op: bool = False) -> AsyncHandle | None:
     """Wait until every worker reached this call."""
     _require_initialized("barrier", group)
     return tdist.barrier(async_op=async_op)
 
 
-def _require_initialized(what: str, group_: Any = None) -> None:
+def _require_initialized(what: str, group_: object = None) -> None:
     """Refuse a call before init_process_group(), or on a group other than WORLD."""
     if not is_initialized():
         raise NotInitializedError(
@@ -220,7 +215,7 @@ def _require_initialized(what: str, group_: Any = None) -> None:
     _check_group(group_)
 
 
-def _check_group(value: Any) -> None:
+def _check_group(value: object) -> None:
     """Accept WORLD in every spelling (ours, None, torch's default group); refuse the rest."""
     if value is None or value is group.WORLD:
         return
@@ -231,7 +226,7 @@ def _check_group(value: Any) -> None:
         "group.WORLD (every worker of the job) is")
 
 
-def _reduce_op(op: Any) -> ReduceOp:
+def _reduce_op(op: object) -> ReduceOp:
     if op is None:
         return ReduceOp.SUM
     if isinstance(op, ReduceOp):

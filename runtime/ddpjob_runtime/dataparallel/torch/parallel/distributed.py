@@ -35,12 +35,13 @@ class DistributedDataParallel(nn.parallel.DistributedDataParallel):
         device_ids: Sequence[int | torch.device] | None = None,
         output_device: int | torch.device | None = None,
         broadcast_buffers: bool = True,
-        process_group: Any = None,
+        process_group: object = None,
         bucket_cap_mb: float | None = None,
         **kwargs: Any,
     ) -> None:
         dist._require_initialized("DistributedDataParallel", process_group)
-        if device_ids is None and _uses_cuda() and _on_cpu(module):
+        uses_cuda = torch.cuda.is_available() and "nccl" in tdist.get_backend()
+        if device_ids is None and uses_cuda and _on_cpu(module):
             local_rank = dist.get_local_rank()
             module = module.to(torch.device("cuda", local_rank))
             device_ids = [local_rank]
@@ -52,10 +53,6 @@ class DistributedDataParallel(nn.parallel.DistributedDataParallel):
             if not broadcast_buffers:
                 kwargs["broadcast_buffers"] = False
             super().__init__(module, device_ids=device_ids, output_device=output_device, **kwargs)
-
-
-def _uses_cuda() -> bool:
-    return torch.cuda.is_available() and "nccl" in tdist.get_backend()
 
 
 def _on_cpu(module: nn.Module) -> bool:
