@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import logging
@@ -33,6 +34,7 @@ import socket
 import sys
 import tempfile
 import traceback
+import weakref
 from dataclasses import dataclass
 from errno import EINVAL
 
@@ -44,7 +46,8 @@ log = logging.getLogger("ddpjob_runtime.zygote")
 # `__main__`). torchrun's modules (`torch.distributed.run`) bind no `TCPStore` of their own
 # when imported, so the agent's loopback-bound store still replaces it (`agent.main`).
 PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
-             "ddpjob_runtime.environment",
+             "encodings.idna",
+             "ddpjob_runtime.environment", "ddpjob_runtime.hosts",
              "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
              "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint",
              "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",
@@ -165,11 +168,10 @@ def _become(request: Request, base_path: list[str]) -> None:
     tempfile.tempdir = None  # found again from the request's TMPDIR
     extra = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [request.cwd, *extra, *base_path]
-    sys.path_importer_cache.clear()
-    importlib.invalidate_caches()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:  # fresh entropy, as a fresh interpreter would have
-        numpy.random.seed()
+    importlib.invalidate_caches()  # drops relative entries, rereads the folders' contents
+    random = sys.modules.get("numpy.random")  # not `numpy.random`: that would import it
+    if random is not None:  # fresh entropy, as a fresh interpreter would have
+        random.seed()
     sys.argv = [request.argv[0], *request.argv[1:]]
     _show([sys.executable, "-m", *request.argv], request.env)
     runpy.run_module(request.argv[0], run_name="__main__", alter_sys=True)
@@ -288,10 +290,19 @@ class Template:
 
 
 def preload() -> None:
-    """Import what every agent and worker imports, single-threaded (OpenBLAS: one thread)."""
+    """Import what every agent and worker imports, single-threaded (OpenBLAS: one thread), and
+    keep the children from writing to (so copying) the imported objects' pages when they
+    collect garbage (`gc.freeze`) or exit: torch's operator libraries have exit finalizers
+    that undo their registrations, thousands of page copies per child for nothing, as a
+    child leaves with `os._exit` (`_exit`)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    gc.disable()  # nothing to collect while importing: a pass would only cost time
     for name in PRELOADED:
         importlib.import_module(name)
+    for finalizer in list(weakref.finalize._registry):  # the one way to reach them
+        finalizer.atexit = False
+    gc.freeze()
+    gc.enable()
 
 
 def main(argv: list[str]) -> None:
