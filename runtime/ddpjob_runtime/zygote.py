@@ -62,11 +62,13 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 @dataclass
 class Request:
-    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`."""
+    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`; `launcher`
+    where the client asked for itself (else the client's parent is the launcher)."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    launcher: int | None = None
 
 
 class _MMMap(ctypes.Structure):  # struct prctl_mm_map
@@ -122,6 +124,12 @@ def _enter(pid: int, kind: str, flag: int) -> None:
         _check(_libc.setns(fd, flag), f"setns {kind}")
     finally:
         os.close(fd)
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as file:
+        stat = file.read()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
 
 
 def _client_capabilities(peer: int) -> dict[str, int]:
@@ -247,12 +255,13 @@ class Template:
         processes.die_with_parent(signal.SIGKILL)  # no child outlives the template
         try:
             _set_up_child(request, fds, peer)
+            launcher = request.launcher or _parent(peer)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 conn.send(f"Fthe template could not set the process up: {exc}".encode())
             os._exit(125)
         conn.send(f"R{os.getpid()}".encode())
-        request.env[contract.ENV_FORKRUN_CLIENT] = str(peer)
+        request.env[contract.ENV_LAUNCHER] = str(launcher)
         for sock in [conn, self.listener, *(c for c, _ in self.children.values())]:
             sock.close()
         self.selector.close()
