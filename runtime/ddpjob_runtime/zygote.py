@@ -140,10 +140,13 @@ def _client_capabilities(peer: int) -> dict[str, int]:
 
 
 def _take_capabilities(peer: int) -> None:
-    """Hold exactly what the client holds, as if the client had been exec'ed into this: the
+    """Hold what the client would hold had it exec'ed this (its capabilities within its
+    bounding set, which a process asking for itself may have cut after its own start): the
     host's sandbox took CAP_SYS_ADMIN from it (in a namespace), its runtime CAP_DAC_OVERRIDE
     (staged channels stay read-only for root without one), a user namespace everything."""
     caps = _client_capabilities(peer)
+    for name in ("CapEff", "CapPrm", "CapInh"):
+        caps[name] &= caps["CapBnd"]
     for cap in (c for c in range(64) if not caps["CapBnd"] >> c & 1):
         try:
             processes.drop_bounding_capability(cap)
