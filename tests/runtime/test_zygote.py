@@ -281,3 +281,48 @@ def test_a_process_that_asked_the_template_takes_its_child_along_when_killed(
     asker.kill()
     asker.wait(timeout=120)
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 60, "the forked process to end")
+
+
+def test_a_hosts_runtime_waiting_when_the_template_starts_is_forked_before_torch_is_imported(
+    tmp_path: Path
+) -> None:
+    """Requests that wait before the template runs: the host's runtime (`ddpjob_runtime.
+    bootstrap`, which needs no torch) is forked first, though it asked last; the other request
+    is kept until torch is imported. Real sockets, the real template and runtime."""
+    import socket
+    import struct
+
+    from ddpjob_runtime import forkrun
+
+    code = _module(tmp_path, "probe", PROBE)
+    root = tmp_path / "root"  # no config: the runtime records why it cannot run, and exits
+    env = _env(None, SAGEMAKER_BASE_DIR=str(root))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(tmp_path / "template.sock"))
+    listener.listen()
+    clients = []
+    for module in ("probe", "ddpjob_runtime.bootstrap"):
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        client.connect(str(tmp_path / "template.sock"))
+        out = open(tmp_path / f"{module}.out", "w")  # noqa: SIM115 - closed below
+        client.sendmsg([forkrun.request_message([module], env, str(code), os.getpid())],
+                       [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", 0, out.fileno(),
+                                                                           out.fileno()))])
+        clients.append((client, out))
+    template = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob_runtime.zygote", str(listener.fileno()), str(tmp_path)],
+        pass_fds=[listener.fileno()], env=_env(None))
+    try:
+        (probe, probe_out), (runtime, runtime_out) = clients
+        probe_pid, runtime_pid = (int(c.recv(64)[1:]) for c in (probe, runtime))
+        assert runtime_pid < probe_pid  # forked first
+        assert [c.recv(64) for c in (probe, runtime)] == [b"X0", b"X256"]
+        assert json.loads((tmp_path / "probe.out").read_text())["torch"]
+        assert (root / "output" / "failure").exists()
+    finally:
+        template.terminate()
+        template.wait(timeout=60)
+        for client, out in clients:
+            client.close()
+            out.close()
+        listener.close()
