@@ -1,17 +1,18 @@
 """The template process of a local job: torch and the runtime imported once, processes forked.
 
 `python -m ddpjob_runtime.zygote FD FOLDER` serves the listening unix socket `FD` (inherited
-from the supervisor, which made it before any host started; FOLDER, the job's, only names it
-in `ps`, for it and the processes forked from it). It imports torch and the runtime's own
-modules — never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
-initialised, OpenBLAS gets one thread. Hosts' runtimes that ask before torch is imported are
-forked first (they need none), and stage their inputs while the template imports it. For each client (`ddpjob_runtime.forkrun`) it forks a
-child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
-stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
-host's own `/opt/ml`, entered with `setns`) and with the client's capabilities (what the host's
-sandbox and runtime dropped stays dropped), dying with the template. The template sends the
-client `R<pid>` once the child is set up (`F<reason>` when it could not be) and `X<wait status>`
-when it exits; when the client goes away first, the child's process group is killed.
+from the supervisor, which made it before any host started; FOLDER, the job's, only names it in
+`ps`, for it and the processes forked from it). It imports torch and the runtime's own modules
+— never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
+initialised, OpenBLAS gets one thread (hosts' runtimes that ask before torch is imported are
+forked first: they need none, and stage their inputs meanwhile). For each client
+(`ddpjob_runtime.forkrun`) it forks a child that becomes `python -m MODULE ARGS` with the
+client's environment, working folder, stdin/stdout/stderr and argv, in its own session, in the
+client's mount namespace (a local host's own `/opt/ml`, entered with `setns`) and with the
+client's capabilities (what the host's sandbox and runtime dropped stays dropped), dying with
+the template. The template sends the client `R<pid>` once the child is set up (`F<reason>` when
+it could not be) and `X<wait status>` when it exits; when the client goes away first, the
+child's process group is killed.
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
 and exits. Children share the template's imported modules (that is the point), its hash seed
