@@ -25,7 +25,7 @@ import time
 
 import torch.distributed as dist
 
-from ddpjob_runtime import failure, restarts
+from ddpjob_runtime import failure, forkrun, restarts
 
 log = logging.getLogger("ddpjob_runtime.agent")
 
@@ -133,6 +133,24 @@ def _restarting_agent_class() -> type:
     return RestartingAgent
 
 
+def _fork_workers() -> None:
+    """torchrun starts each worker as a subprocess: where its command is a forkrun client's,
+    ask the template for the worker directly instead (an interpreter less per worker). The
+    worker's pid is its process group, as torchrun's start makes it; it is killed when this
+    agent dies."""
+    from torch.distributed.elastic.multiprocessing.subprocess_handler import handlers
+
+    class ForkingHandler(handlers.SubprocessHandler):
+        def _popen(self, args, env):  # noqa: ANN001, ANN202 - torch's signature
+            module = forkrun.module_of(args)
+            stdio = (0, *(out.fileno() if out else fd for out, fd in ((self._stdout, 1),
+                                                                     (self._stderr, 2))))
+            forked = forkrun.fork(module, env, os.getcwd(), stdio) if module else None
+            return forked or super()._popen(args, env)
+
+    handlers.SubprocessHandler = ForkingHandler
+
+
 def _attempt_store(host: str) -> int:
     """A fresh store (on a free port) for the next attempt's workers; its port."""
     store = BoundTCPStore(host, 0, None, True, _DEFAULT_TIMEOUT, wait_for_workers=False,
@@ -173,6 +191,7 @@ def main(argv: list[str]) -> int:
     from torch.distributed.launcher import api
 
     api.LocalElasticAgent = _restarting_agent_class()
+    _fork_workers()
     args = run.parse_args(argv)
     try:
         run.run(args)

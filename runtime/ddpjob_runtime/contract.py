@@ -59,9 +59,9 @@ ENV_TENSORBOARD_DIR = "DDPJOB_TENSORBOARD_DIR"  # TensorBoardOutputConfig.LocalP
 ENV_FAILURE_DIR = "DDPJOB_FAILURE_DIR"
 ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
 ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template process (`zygote`), its unix socket name
-# In a process forked from the template: the pid of the `forkrun` client that stands for it
-# (the child of its launcher; the forked process's own parent is the template).
-ENV_FORKRUN_CLIENT = "DDPJOB_FORKRUN_CLIENT"
+# In a process forked from the template: the pid of its launcher (the process that asked the
+# template for it, or the parent of the `forkrun` client that did); its parent is the template.
+ENV_LAUNCHER = "DDPJOB_LAUNCHER"
 ENV_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"  # torchrun's attempt number, 0 first
 ENV_S3_MULTIPART_THRESHOLD = "DDPJOB_S3_MULTIPART_THRESHOLD"
 ENV_S3_MULTIPART_CHUNKSIZE = "DDPJOB_S3_MULTIPART_CHUNKSIZE"

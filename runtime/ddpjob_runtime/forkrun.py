@@ -13,10 +13,14 @@ bootstrap) supervises, stops and kills it as it would the real process. When the
 Where no template is named (`DDPJOB_ZYGOTE` unset) or it cannot serve, the client becomes
 `python -m MODULE` itself (exec), as without templates.
 
-A job starts about four clients per host, so the client is cheap to start: `command()` runs
-this file by path in an isolated interpreter without `site` (`-I -S`: the venv's `.pth` hooks
-alone cost more than the client's work), and it imports neither `socket`, `signal` nor `json` (their
-enum classes and `re` double its start) but their C modules.
+A process that is itself forked from the template (a host's runtime, torchrun's agent) asks the
+template directly instead (`fork`: no client, an interpreter less per process) and holds a
+`Forked` handle, `subprocess.Popen`'s part that the launcher and torchrun use.
+
+The client is cheap to start: `command()` runs this file by path in an isolated interpreter
+without `site` (`-I -S`: the venv's `.pth` hooks alone cost more than the client's work), and it
+imports neither `socket`, `signal` nor `json` (their enum classes and `re` double its start) but
+their C modules.
 """
 
 from __future__ import annotations
@@ -50,13 +54,23 @@ def address(name: str) -> str:
     return "\0" + name[1:] if name.startswith("@") else name
 
 
-def request_message(argv: list[str], env: dict[str, str], cwd: str) -> bytes:
-    """What the client sends the template: `json.dumps({"argv", "env", "cwd"})`, encoded."""
+def request_message(argv: list[str], env: dict[str, str], cwd: str,
+                    launcher: int | None = None) -> bytes:
+    """What the client sends the template: `json.dumps({"argv", "env", "cwd"})`, encoded;
+    with `launcher` (the pid of a process asking for itself, not a client) also that."""
     def strings(items: list[str]) -> str:
         return ", ".join(map(_quoted, items))
 
     pairs = ", ".join(f"{_quoted(k)}: {_quoted(v)}" for k, v in env.items())
-    return f'{{"argv": [{strings(argv)}], "env": {{{pairs}}}, "cwd": {_quoted(cwd)}}}'.encode()
+    mine = "" if launcher is None else f', "launcher": {int(launcher)}'
+    return (f'{{"argv": [{strings(argv)}], "env": {{{pairs}}}, "cwd": {_quoted(cwd)}{mine}}}'
+            ).encode()
+
+
+def module_of(cmd: list[str] | tuple[str, ...]) -> list[str] | None:
+    """`[MODULE, ARGS...]` where `cmd` is a client's command line (`command(MODULE) + ARGS`)."""
+    prefix = command("")[:-1]
+    return list(cmd[len(prefix):]) if list(cmd[:len(prefix)]) == prefix else None
 
 
 def _exec_here(argv: list[str]) -> None:
@@ -71,6 +85,73 @@ def _connect(name: str) -> _socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+def _ask(sock: _socket.socket, request: bytes, stdio: tuple[int, int, int]) -> int | None:
+    """Send the request and the stdio fds (what socket.send_fds does); the forked child's pid,
+    or None when the template refused or could not set it up (its reason on stderr)."""
+    try:
+        fds = struct.pack("3i", *stdio)
+        sock.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        first = sock.recv(_MAX_MESSAGE)
+    except OSError:
+        first = b""
+    if first.startswith(b"R"):
+        return int(first[1:])
+    sock.close()
+    if first:
+        sys.stderr.write(f"ddpjob_runtime.forkrun: {first[1:].decode(errors='replace')}\n")
+        sys.stderr.flush()
+    return None
+
+
+class Forked:
+    """A process the template forked at this process's request: its `pid` (also its process
+    group), `args`, `returncode`, `poll()` and `wait()` as `subprocess.Popen` has them. It is
+    killed, group and all, when this process closes the connection or dies."""
+
+    def __init__(self, sock: _socket.socket, pid: int, args: list[str]):
+        self.pid, self.args, self.returncode = pid, args, None
+        self._sock = sock
+
+    def poll(self) -> int | None:
+        """The exit code, or None while it runs."""
+        return self._receive(0.0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the exit code; `subprocess.TimeoutExpired` after `timeout` seconds."""
+        code = self._receive(timeout)
+        if code is None:
+            import subprocess  # loaded already in the processes that hold a Forked
+
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        return code
+
+    def _receive(self, timeout: float | None) -> int | None:
+        if self.returncode is None:
+            self._sock.settimeout(timeout)
+            try:
+                message = self._sock.recv(_MAX_MESSAGE)
+            except (BlockingIOError, TimeoutError):
+                return None
+            except OSError:
+                message = b""
+            # No message: the template died, and the child with it.
+            self.returncode = os.waitstatus_to_exitcode(int(message[1:])) \
+                if message.startswith(b"X") else -_signal.SIGKILL
+            self._sock.close()
+        return self.returncode
+
+
+def fork(argv: list[str], env: dict[str, str], cwd: str,
+         stdio: tuple[int, int, int] = (0, 1, 2)) -> Forked | None:
+    """`python -m argv[0] argv[1:]` forked from the job's template (`env`'s `DDPJOB_ZYGOTE`) for
+    this process, which must stay alive as long as the child should; None where no template
+    serves it (start it some other way)."""
+    name = env.get(contract.ENV_ZYGOTE)
+    sock = _connect(name) if name else None
+    pid = sock and _ask(sock, request_message(argv, env, cwd, os.getpid()), stdio)
+    return Forked(sock, pid, argv) if pid else None
 
 
 def _die_with_launcher() -> None:
@@ -120,22 +201,12 @@ def run(argv: list[str]) -> None:
 
     for signum in _RELAYED:
         _signal.signal(signum, relay)
-    request = request_message(argv, dict(os.environ), os.getcwd())
-    try:
-        stdio = [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("3i", 0, 1, 2))]
-        sock.sendmsg([request], stdio)  # what socket.send_fds does
-        first = sock.recv(_MAX_MESSAGE)
-    except OSError:
-        first = b""
-    if not first.startswith(b"R"):  # refused, or it failed to set the child up: run it here
-        sock.close()
+    pid = _ask(sock, request_message(argv, dict(os.environ), os.getcwd()), (0, 1, 2))
+    if pid is None:  # refused, or it failed to set the child up: run it here
         for signum in _RELAYED:
             _signal.signal(signum, _signal.SIG_DFL)
-        if first:
-            sys.stderr.write(f"ddpjob_runtime.forkrun: {first[1:].decode(errors='replace')}\n")
-            sys.stderr.flush()
         _exec_here(argv)
-    child.append(int(first[1:]))
+    child.append(pid)
     for signum in pending:
         relay(signum, None)
     while True:

@@ -1,8 +1,9 @@
 """Build the launch command (torchrun, mpirun or a single process) and run it as one group.
 
-The launched tree lives in its own process group; it dies with the bootstrap (PDEATHSIG),
-receives the bootstrap's SIGTERM/SIGINT, and is killed whole when the launch ends, or
-`KILL_GRACE_S` after a stop that came from the bootstrap's parent dying.
+The launched tree lives in its own process group; it dies with the bootstrap (PDEATHSIG, or
+killed by the job's template where the template forked it), receives the bootstrap's
+SIGTERM/SIGINT, and is killed whole when the launch ends, or `KILL_GRACE_S` after a stop that
+came from the bootstrap's parent dying.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
 
+Launched = subprocess.Popen | forkrun.Forked  # what `run` starts
 WORKER_MODULE = "ddpjob_runtime.worker"
 AGENT_MODULE = "ddpjob_runtime.agent"  # torchrun, bound to the rendezvous address
 KILL_GRACE_S = 5.0
@@ -164,7 +166,7 @@ def single_command(entry: str, args: Sequence[str]) -> list[str]:
     return worker_command(entry, args)
 
 
-def kill_group(proc: subprocess.Popen, grace_s: float = KILL_GRACE_S) -> None:
+def kill_group(proc: Launched, grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM the launched process group, SIGKILL what is left after `grace_s`, reap the leader."""
     pgid = proc.pid
     if processes.group_alive(pgid):
@@ -190,7 +192,7 @@ def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
     """Run `cmd` as its own process group; forward SIGTERM/SIGINT; leave nothing behind."""
     log.info("launching: %s", " ".join(cmd))
     stopped: list[int] = []
-    procs: list[subprocess.Popen] = []
+    procs: list[Launched] = []
 
     def forward(signum: int, _frame: object) -> None:
         stopped.append(signum)
@@ -205,12 +207,7 @@ def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
     # Handlers first: a signal that arrives during the start must still reach the group.
     previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        procs.append(
-            subprocess.Popen(
-                list(cmd), env=dict(env), cwd=cwd, start_new_session=True,
-                preexec_fn=processes.ends_with_this_process(),
-            )
-        )
+        procs.append(_start(cmd, env, cwd))
         if stopped:
             forward(stopped[0], None)
         _wait(procs[0], give_up=orphaned_stop)
@@ -223,7 +220,19 @@ def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
     return LaunchResult(-signal.SIGKILL if code is None else code, stopped[0] if stopped else None)
 
 
-def _wait(proc: subprocess.Popen, give_up: Callable[[], bool]) -> None:
+def _start(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> Launched:
+    """Start `cmd` in a session of its own that dies with this process: a forkrun client's
+    command is asked of the template directly (no client; a child it forks is killed when
+    this process dies), any other is a subprocess (SIGTERM when this process dies)."""
+    module = forkrun.module_of(cmd)
+    forked = forkrun.fork(module, dict(env), cwd) if module else None
+    return forked or subprocess.Popen(
+        list(cmd), env=dict(env), cwd=cwd, start_new_session=True,
+        preexec_fn=processes.ends_with_this_process(),
+    )  # fmt: skip
+
+
+def _wait(proc: Launched, give_up: Callable[[], bool]) -> None:
     """Wait for `proc` to exit, or until `give_up()` says to end it without waiting further.
 
     torchrun gives a worker that outlives its SIGTERM (a rank finishing a checkpoint upload)

@@ -1,16 +1,18 @@
 """The template process of a local job: torch and the runtime imported once, processes forked.
 
 `python -m ddpjob_runtime.zygote FD FOLDER` serves the listening unix socket `FD` (inherited
-from the supervisor, which made it before any host started; FOLDER, the job's, only names it
-in `ps`, for it and the processes forked from it). It imports torch and the runtime's own
-modules — never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
-initialised, OpenBLAS gets one thread. For each client (`ddpjob_runtime.forkrun`) it forks a
-child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
-stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
-host's own `/opt/ml`, entered with `setns`) and with the client's capabilities (what the host's
-sandbox and runtime dropped stays dropped), dying with the template. The template sends the
-client `R<pid>` once the child is set up (`F<reason>` when it could not be) and `X<wait status>`
-when it exits; when the client goes away first, the child's process group is killed.
+from the supervisor, which made it before any host started; FOLDER, the job's, only names it in
+`ps`, for it and the processes forked from it). It imports torch and the runtime's own modules
+— never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
+initialised, OpenBLAS gets one thread (hosts' runtimes that ask before torch is imported are
+forked first: they need none, and stage their inputs meanwhile). For each client
+(`ddpjob_runtime.forkrun`) it forks a child that becomes `python -m MODULE ARGS` with the
+client's environment, working folder, stdin/stdout/stderr and argv, in its own session, in the
+client's mount namespace (a local host's own `/opt/ml`, entered with `setns`) and with the
+client's capabilities (what the host's sandbox and runtime dropped stays dropped), dying with
+the template. The template sends the client `R<pid>` once the child is set up (`F<reason>` when
+it could not be) and `X<wait status>` when it exits; when the client goes away first, the
+child's process group is killed.
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
 and exits. Children share the template's imported modules (that is the point), its hash seed
@@ -22,6 +24,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import logging
@@ -33,6 +36,7 @@ import socket
 import sys
 import tempfile
 import traceback
+import weakref
 from dataclasses import dataclass
 from errno import EINVAL
 
@@ -43,10 +47,13 @@ log = logging.getLogger("ddpjob_runtime.zygote")
 # What the bootstrap, agents and workers import (not their own modules: those run as
 # `__main__`). torchrun's modules (`torch.distributed.run`) bind no `TCPStore` of their own
 # when imported, so the agent's loopback-bound store still replaces it (`agent.main`).
+# A host's runtime (`EARLY`) needs no torch: runtimes that ask before the template imported
+# torch are forked first (`EARLY_PRELOADED` imported), and get on with their staging meanwhile.
+EARLY = "ddpjob_runtime.bootstrap"
+EARLY_PRELOADED = ("encodings.idna", "ddpjob_runtime.environment", "ddpjob_runtime.hosts",
+                   "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
+                   "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint")
 PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
-             "ddpjob_runtime.environment",
-             "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
-             "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint",
              "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",
              "ddpjob_runtime.dataparallel.torch.distributed",
              "ddpjob_runtime.dataparallel.torch.parallel.distributed")
@@ -59,11 +66,13 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 @dataclass
 class Request:
-    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`."""
+    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`; `launcher`
+    where the client asked for itself (else the client's parent is the launcher)."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    launcher: int | None = None
 
 
 class _MMMap(ctypes.Structure):  # struct prctl_mm_map
@@ -121,6 +130,12 @@ def _enter(pid: int, kind: str, flag: int) -> None:
         os.close(fd)
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as file:
+        stat = file.read()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
 def _client_capabilities(peer: int) -> dict[str, int]:
     """The client's capability sets (`CapInh`, `CapPrm`, `CapEff`, `CapBnd`) as bit masks."""
     with open(f"/proc/{peer}/status") as status:
@@ -129,10 +144,13 @@ def _client_capabilities(peer: int) -> dict[str, int]:
 
 
 def _take_capabilities(peer: int) -> None:
-    """Hold exactly what the client holds, as if the client had been exec'ed into this: the
+    """Hold what the client would hold had it exec'ed this (its capabilities within its
+    bounding set, which a process asking for itself may have cut after its own start): the
     host's sandbox took CAP_SYS_ADMIN from it (in a namespace), its runtime CAP_DAC_OVERRIDE
     (staged channels stay read-only for root without one), a user namespace everything."""
     caps = _client_capabilities(peer)
+    for name in ("CapEff", "CapPrm", "CapInh"):
+        caps[name] &= caps["CapBnd"]
     for cap in (c for c in range(64) if not caps["CapBnd"] >> c & 1):
         try:
             processes.drop_bounding_capability(cap)
@@ -165,11 +183,10 @@ def _become(request: Request, base_path: list[str]) -> None:
     tempfile.tempdir = None  # found again from the request's TMPDIR
     extra = [p for p in request.env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [request.cwd, *extra, *base_path]
-    sys.path_importer_cache.clear()
-    importlib.invalidate_caches()
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:  # fresh entropy, as a fresh interpreter would have
-        numpy.random.seed()
+    importlib.invalidate_caches()  # drops relative entries, rereads the folders' contents
+    random = sys.modules.get("numpy.random")  # not `numpy.random`: that would import it
+    if random is not None:  # fresh entropy, as a fresh interpreter would have
+        random.seed()
     sys.argv = [request.argv[0], *request.argv[1:]]
     _show([sys.executable, "-m", *request.argv], request.env)
     runpy.run_module(request.argv[0], run_name="__main__", alter_sys=True)
@@ -182,12 +199,24 @@ class Template:
         self.listener = listener
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
-
-    def serve(self) -> Request:
-        """Serve until SIGTERM (then exit); returns only in a forked child, its request."""
+        self.later: list[tuple[socket.socket, Request, list[int], int]] = []  # before torch
+        self.early = False
         self.selector.register(self.listener, selectors.EVENT_READ, None)
+
+    def serve(self, early: bool = False) -> Request | None:
+        """Serve until SIGTERM (then exit); returns in a forked child, its request. `early`:
+        fork only the requests for `EARLY`, keep the others for later, return None once no
+        request waits."""
+        self.early = early
+        while self.later and not early:
+            request = self._fork(*self.later.pop(0))
+            if request is not None:
+                return request
         while True:
-            for key, _ in self.selector.select():
+            events = self.selector.select(0 if early else None)
+            if early and not events:
+                return None
+            for key, _ in events:
                 if key.fileobj is self.listener:
                     self._accept()
                     continue
@@ -217,6 +246,9 @@ class Template:
             log.warning("a bad request from pid %d: %s", peer, exc)
             conn.close()
             return None
+        if self.early and request.argv[:1] != [EARLY]:
+            self.later.append((conn, request, fds, peer))
+            return None
         return self._fork(conn, request, fds, peer)
 
     def _fork(self, conn: socket.socket, request: Request, fds: list[int],
@@ -245,13 +277,15 @@ class Template:
         processes.die_with_parent(signal.SIGKILL)  # no child outlives the template
         try:
             _set_up_child(request, fds, peer)
+            launcher = request.launcher or _parent(peer)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 conn.send(f"Fthe template could not set the process up: {exc}".encode())
             os._exit(125)
         conn.send(f"R{os.getpid()}".encode())
-        request.env[contract.ENV_FORKRUN_CLIENT] = str(peer)
-        for sock in [conn, self.listener, *(c for c, _ in self.children.values())]:
+        request.env[contract.ENV_LAUNCHER] = str(launcher)
+        for sock in [conn, self.listener, *(c for c, _ in self.children.values()),
+                     *(c for c, *_ in self.later)]:
             sock.close()
         self.selector.close()
         for fd in (int(name) for name in os.listdir("/proc/self/fd")):
@@ -287,11 +321,20 @@ class Template:
         os._exit(0)
 
 
-def preload() -> None:
-    """Import what every agent and worker imports, single-threaded (OpenBLAS: one thread)."""
+def preload(names: tuple[str, ...]) -> None:
+    """Import what every agent and worker imports, single-threaded (OpenBLAS: one thread), and
+    keep the children from writing to (so copying) the imported objects' pages when they
+    collect garbage (`gc.freeze`) or exit: torch's operator libraries have exit finalizers
+    that undo their registrations, thousands of page copies per child for nothing, as a
+    child leaves with `os._exit` (`_exit`)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    for name in PRELOADED:
+    gc.disable()  # nothing to collect while importing: a pass would only cost time
+    for name in names:
         importlib.import_module(name)
+    for finalizer in list(weakref.finalize._registry):  # the one way to reach them
+        finalizer.atexit = False
+    gc.freeze()
+    gc.enable()
 
 
 def main(argv: list[str]) -> None:
@@ -302,8 +345,11 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, template.stop)
     pythonpath = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
     base_path = [p for p in sys.path[1:] if p not in pythonpath]
-    preload()
-    request = template.serve()
+    preload(EARLY_PRELOADED)
+    request = template.serve(early=True)
+    if request is None:
+        preload(PRELOADED)
+        request = template.serve()
     logging.root.handlers.clear()
     _exit(_run(request, base_path))
 

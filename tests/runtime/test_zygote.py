@@ -204,3 +204,125 @@ def test_the_client_run_by_path_needs_neither_site_nor_pythonpath(
     seen = json.loads(done.stdout)
     assert seen["argv"] == [str(code / "probe.py"), "a b", "c"] and seen["mine"] == "x"
     assert "ddpjob_runtime.zygote" in seen["parent"] and seen["torch"]
+
+
+GC_PROBE = """\
+    import gc, json, weakref
+
+    class Cycle:
+        pass
+
+    cycle = Cycle()
+    cycle.me = cycle
+    del cycle
+    print(json.dumps({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(),
+                      "collected": gc.collect()}), flush=True)
+    weakref.finalize(Cycle, print, "its own finalizer ran at exit")
+"""
+
+
+def test_the_template_freezes_its_objects_and_a_forked_process_still_collects_its_own(
+    template: Template, tmp_path: Path
+) -> None:
+    """The preloaded objects are frozen (a child's collections do not touch, so copy, their
+    pages); the child's own garbage is collected and its own exit finalizers run."""
+    code = _module(tmp_path, "gcprobe", GC_PROBE)
+    done = subprocess.run(_client("gcprobe"), cwd=code, env=_env(template),
+                          capture_output=True, text=True, timeout=120, check=True)
+    first, last = done.stdout.splitlines()
+    seen = json.loads(first)
+    assert seen["frozen"] > 10_000 and seen["enabled"] and seen["collected"] >= 1
+    assert last == "its own finalizer ran at exit"
+
+
+def test_a_process_asking_the_template_itself_holds_its_child_as_popen_would(
+    template: Template, tmp_path: Path
+) -> None:
+    """`forkrun.fork` (no client: the launcher and torchrun's agent): the child's pid is its
+    process group and names the asker as its launcher; poll, wait and returncode as Popen's."""
+    from ddpjob_runtime import forkrun
+
+    code = _module(tmp_path, "sleeper", SLEEPER)
+    _module(tmp_path, "ends", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    pid_file = tmp_path / "pid"
+    child = forkrun.fork(["sleeper", "handle", str(pid_file)], _env(template), str(code))
+    assert child is not None
+    wait_for(pid_file.exists, 120, "the pid")
+    assert int(pid_file.read_text()) == child.pid == os.getpgid(child.pid)
+    environ = Path(f"/proc/{child.pid}/environ").read_bytes().split(b"\0")
+    assert f"DDPJOB_LAUNCHER={os.getpid()}".encode() in environ
+    assert child.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=0.1)
+    os.killpg(child.pid, signal.SIGTERM)
+    assert child.wait(timeout=120) == 5 and child.returncode == 5 and child.poll() == 5
+    killed = forkrun.fork(["ends"], _env(template), str(code))
+    assert killed is not None and killed.wait(timeout=120) == -signal.SIGKILL
+    assert forkrun.fork(["ends"], _env(None), str(code)) is None  # no template: start it yourself
+
+
+ASKER = """\
+    import os, sys, time
+    from ddpjob_runtime import forkrun
+    child = forkrun.fork(["sleeper", "sleep", sys.argv[1]], dict(os.environ), os.getcwd())
+    time.sleep(600)
+"""
+
+
+def test_a_process_that_asked_the_template_takes_its_child_along_when_killed(
+    template: Template, tmp_path: Path
+) -> None:
+    code = _module(tmp_path, "sleeper", SLEEPER)
+    _module(tmp_path, "asker", ASKER)
+    pid_file = tmp_path / "pid"
+    asker = subprocess.Popen([sys.executable, "-m", "asker", str(pid_file)], cwd=code,
+                             env=_env(template))
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 120, "the pid"))
+    asker.kill()
+    asker.wait(timeout=120)
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 60, "the forked process to end")
+
+
+def test_a_hosts_runtime_waiting_when_the_template_starts_is_forked_before_torch_is_imported(
+    tmp_path: Path
+) -> None:
+    """Requests that wait before the template runs: the host's runtime (`ddpjob_runtime.
+    bootstrap`, which needs no torch) is forked first, though it asked last; the other request
+    is kept until torch is imported. Real sockets, the real template and runtime."""
+    import socket
+    import struct
+
+    from ddpjob_runtime import forkrun
+
+    code = _module(tmp_path, "probe", PROBE)
+    root = tmp_path / "root"  # no config: the runtime records why it cannot run, and exits
+    env = _env(None, SAGEMAKER_BASE_DIR=str(root))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(tmp_path / "template.sock"))
+    listener.listen()
+    clients = []
+    for module in ("probe", "ddpjob_runtime.bootstrap"):
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        client.connect(str(tmp_path / "template.sock"))
+        out = open(tmp_path / f"{module}.out", "w")  # noqa: SIM115 - closed below
+        client.sendmsg([forkrun.request_message([module], env, str(code), os.getpid())],
+                       [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", 0, out.fileno(),
+                                                                           out.fileno()))])
+        clients.append((client, out))
+    template = subprocess.Popen(
+        [sys.executable, "-m", "ddpjob_runtime.zygote", str(listener.fileno()), str(tmp_path)],
+        pass_fds=[listener.fileno()], env=_env(None))
+    try:
+        (probe, probe_out), (runtime, runtime_out) = clients
+        probe_pid, runtime_pid = (int(c.recv(64)[1:]) for c in (probe, runtime))
+        assert runtime_pid < probe_pid  # forked first
+        assert [c.recv(64) for c in (probe, runtime)] == [b"X0", b"X256"]
+        assert json.loads((tmp_path / "probe.out").read_text())["torch"]
+        assert (root / "output" / "failure").exists()
+    finally:
+        template.terminate()
+        template.wait(timeout=60)
+        for client, out in clients:
+            client.close()
+            out.close()
+        listener.close()

@@ -2,8 +2,8 @@
 
 --how exit: os._exit(3); sigkill: SIGKILL itself; agent: SIGKILL its torchrun agent;
 host: SIGKILL its host's ddpjob-train (the agent's launcher). Without a victim: a clean run.
-A process forked from the job's template has the template as its parent: its launcher is the
-parent of the client that stands for it (`DDPJOB_FORKRUN_CLIENT`).
+A process forked from the job's template has the template as its parent: its launcher is named
+by `DDPJOB_LAUNCHER`.
 """
 
 import argparse
@@ -25,7 +25,9 @@ args = parser.parse_args()
 def launcher_of(pid: int) -> int:
     environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace").split("\0")
     env = dict(e.split("=", 1) for e in environ if "=" in e)
-    stat = Path(f"/proc/{env.get('DDPJOB_FORKRUN_CLIENT', pid)}/stat").read_text()
+    if "DDPJOB_LAUNCHER" in env:
+        return int(env["DDPJOB_LAUNCHER"])
+    stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
