@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from ddpjob_runtime import (
+    channels,
     checkpoint_layout,
     contract,
     failure,
@@ -72,16 +73,11 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
     """Channels and the latest checkpoint, when platform.json asks the runtime to bring them."""
     checkpoint_uri = env.platform.checkpoint_s3_uri
     if env.platform.channels:
-        from ddpjob_runtime import channels as staging
-
-        staging.stage(env.platform.channels, env.channel_dir)
+        channels.stage(env.platform.channels, env.channel_dir)
     if checkpoint_uri and env.platform.staged_checkpoint:
-        from ddpjob_runtime import channels as staging
-
         staged = Path(env.platform.staged_checkpoint)
-        staging.link_tree(staged, env.checkpoint_dir)
-        found = checkpoint_layout.steps(path.name for path in staged.iterdir()) \
-            if staged.is_dir() else []
+        channels.link_tree(staged, env.checkpoint_dir)
+        found = checkpoint_layout.steps(path.name for path in staged.iterdir())
         log.info("checkpoint restored: %s", f"step {found[-1]} (linked from the job's staged "
                  f"copy)" if found else "none yet")
     elif checkpoint_uri:

@@ -42,26 +42,28 @@ def stage(channels: Mapping[str, ChannelSource], channel_dir: Callable[[str], Pa
         _keep_root_out()
 
 
-def link_tree(src: Path, dest: Path) -> int:
-    """Hard-link every file under `src` into `dest` (created; folders are this host's own).
-    Copies where a link is impossible (another file system). Returns the number of files."""
+def link_tree(src: Path, dest: Path) -> None:
+    """Hard-link every file under `src` into `dest` (created; folders are this host's own)."""
     if not src.is_dir():
         raise RuntimeContractError(f"platform.json: staged channel folder {src} does not exist")
-    count = 0
     for folder, _, files in os.walk(src):
         here = dest / Path(folder).relative_to(src)
         here.mkdir(parents=True, exist_ok=True)
         for name in files:
             target = here / name
             target.unlink(missing_ok=True)  # a restarted host links afresh
-            try:
-                os.link(Path(folder) / name, target)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                    raise
-                fsutil.copy_file(Path(folder) / name, target, mode=0o444)  # as if linked
-            count += 1
-    return count
+            link_or_copy(Path(folder) / name, target)
+
+
+def link_or_copy(src: Path, dest: Path) -> None:
+    """Hard-link `src` as `dest`; copy (read-only, as if linked) where a link is impossible
+    (another file system)."""
+    try:
+        os.link(src, dest)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        fsutil.copy_file(src, dest, mode=0o444)
 
 
 def _keep_root_out() -> None:

@@ -41,12 +41,9 @@ def map_mpi_variables(environ: dict[str, str] | os._Environ) -> None:
                 break
 
 
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
-
-
 def _record(exit_code: int, exception: str, tb: str = "") -> None:
-    failure.record(failure.RankFailure(_rank(), exit_code, exception[:_EXCEPTION_CHARS], tb))
+    rank = int(os.environ.get("RANK", "0"))
+    failure.record(failure.RankFailure(rank, exit_code, exception[:_EXCEPTION_CHARS], tb))
 
 
 def _exit_code(exc: SystemExit) -> int:

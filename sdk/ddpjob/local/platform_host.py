@@ -89,7 +89,9 @@ class PlatformHost:
     def prepare(self) -> None:
         """Everything SageMaker does before the program starts."""
         phases.write_phase(self.status_file, "Downloading")
-        platform_duties.write_config(self.root, platform_duties.config_files(
+        # A platform.json left there would hand the image's program duties it does not know.
+        (self.root / contract.CONFIG_DIR / contract.PLATFORM_FILE).unlink(missing_ok=True)
+        hostroot.write_config(self.root, platform_duties.config_files(
             self.request, self.host, self.own_namespace))
         for folder in (contract.CODE_DIR, contract.MODEL_DIR, f"{contract.OUTPUT_DIR}/data"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)

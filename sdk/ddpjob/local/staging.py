@@ -12,7 +12,6 @@ the staged copies when the job ends (the cache keeps the objects) and trims the 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -23,18 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from ddpjob_runtime import contract, fsutil, storage
+from ddpjob_runtime.channels import link_or_copy
 from ddpjob_runtime.errors import StorageError, UnsafePathError
 from ddpjob_runtime.platform_config import ChannelSource
 from ddpjob_runtime.storage import Listing
 
-from ddpjob.local.datacache import DataCache, Fetched, human_bytes, max_bytes
+from ddpjob.local.datacache import READ_ONLY, DataCache, Fetched, human_bytes, max_bytes
 
 log = logging.getLogger(__name__)
 
 CHANNELS = "channels"
 CHECKPOINT = "checkpoint"  # the latest checkpoint, restored once for all hosts
 SHARDED = "ShardedByS3Key"
-READ_ONLY = 0o444
 
 
 def cache_of(home: Path) -> DataCache:
@@ -44,11 +43,11 @@ def cache_of(home: Path) -> DataCache:
 
 def stage_job(
     home: Path, job_dir: Path, request: dict[str, Any], hosts: list[str]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """Stage the job's channels, its `s3://` source archive and its latest checkpoint once for
     all hosts; `{host: what to add to its platform.json}` (see docs/contract.md)."""
     staged = stage_channels(home, job_dir, request, hosts)
-    shared: dict[str, Any] = {}
+    shared: dict[str, object] = {}
     source = _submit_directory(request)
     if source and storage.is_s3(source):
         shared[contract.PLATFORM_SUBMIT_DIRECTORY] = str(storage.download_file(
@@ -188,16 +187,6 @@ def _link_cached(cache: DataCache, listing: Listing, targets: list[Path]) -> Fet
         again = cache.fetch(Listing(listing.folder, [o for o, _ in missed]))
         pending = [(o, e, t) for (o, t), e in zip(missed, again.paths, strict=True)]
     return fetched
-
-
-def link_or_copy(src: Path, dest: Path) -> None:
-    """Hard-link `src` as `dest`; copy (read-only) where the two are on different file systems."""
-    try:
-        os.link(src, dest)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-            raise
-        fsutil.copy_file(src, dest, mode=READ_ONLY)
 
 
 def release(home: Path, job_dir: Path, hosts: list[str]) -> None:
