@@ -29,6 +29,7 @@ from ddpjob_runtime import (
     phases,
     sm_variables,
     sourcedir,
+    storage,
 )
 from ddpjob_runtime.entrypoint import check_entry_point
 from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
@@ -189,20 +190,14 @@ def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: P
     return code
 
 
-def _tar(folder: Path, archive: Path) -> None:
-    with tarfile.open(archive, "w:gz") as tar:
-        for child in sorted(folder.iterdir()) if folder.is_dir() else []:
-            tar.add(child, arcname=child.name)
-
-
 def upload_results(model_dir: Path, output_data_dir: Path, prefix: str) -> None:
     """`model_dir` and `output_data_dir` as `<prefix>/model.tar.gz` and `<prefix>/output.tar.gz`."""
-    from ddpjob_runtime import storage
-
     with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
         for folder, name in ((model_dir, "model.tar.gz"), (output_data_dir, "output.tar.gz")):
             archive = Path(tmp) / name
-            _tar(folder, archive)
+            with tarfile.open(archive, "w:gz") as tar:
+                for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+                    tar.add(child, arcname=child.name)
             log.info("uploading %s to %s/%s", folder, prefix, name)
             storage.upload_file(archive, f"{prefix}/{name}")
 
@@ -212,8 +207,6 @@ def _upload_results(env: TrainingEnvironment) -> None:
     output_path = env.platform.output_path
     if not output_path or not env.is_master:
         return
-    from ddpjob_runtime import storage
-
     phases.write_phase(env.platform.status_file, "Uploading")
     upload_results(env.model_dir, env.output_data_dir,
                    storage.join(output_path, env.job_name, "output"))

@@ -33,6 +33,16 @@ def decode_hyperparameters(raw: Mapping[str, str]) -> dict[str, object]:
     return decode(raw)
 
 
+class _Below:
+    """A read-only attribute: the folder `parts` below the environment's root."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, env: TrainingEnvironment, owner: type) -> Path:
+        return env.root.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class TrainingEnvironment:
     """What the platform wrote under the job root, validated. Paths are absolute."""
@@ -90,33 +100,13 @@ class TrainingEnvironment:
         )
 
     # Folders of the contract.
-    @property
-    def code_dir(self) -> Path:
-        return self.root / contract.CODE_DIR
-
-    @property
-    def model_dir(self) -> Path:
-        return self.root / contract.MODEL_DIR
-
-    @property
-    def input_dir(self) -> Path:
-        return self.root / contract.INPUT_DIR
-
-    @property
-    def input_config_dir(self) -> Path:
-        return self.root / contract.CONFIG_DIR
-
-    @property
-    def output_dir(self) -> Path:
-        return self.root / contract.OUTPUT_DIR
-
-    @property
-    def output_data_dir(self) -> Path:
-        return self.root / contract.OUTPUT_DIR / "data"
-
-    @property
-    def output_intermediate_dir(self) -> Path:
-        return self.root / contract.OUTPUT_DIR / "intermediate"
+    code_dir = _Below(contract.CODE_DIR)
+    model_dir = _Below(contract.MODEL_DIR)
+    input_dir = _Below(contract.INPUT_DIR)
+    input_config_dir = _Below(contract.CONFIG_DIR)
+    output_dir = _Below(contract.OUTPUT_DIR)
+    output_data_dir = _Below(contract.OUTPUT_DIR, "data")
+    output_intermediate_dir = _Below(contract.OUTPUT_DIR, "intermediate")
 
     def channel_dir(self, channel: str) -> Path:
         """The channel's folder; a name that is not a plain folder name is refused."""

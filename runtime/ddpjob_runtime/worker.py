@@ -33,12 +33,9 @@ _MPI_NAMES = {
 def map_mpi_variables(environ: dict[str, str] | os._Environ) -> None:
     """Set RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE from MPI's variables when absent."""
     for name, sources in _MPI_NAMES.items():
-        if name in environ:
-            continue
-        for source in sources:
-            if source in environ:
-                environ[name] = environ[source]
-                break
+        found = next((environ[source] for source in sources if source in environ), None)
+        if name not in environ and found is not None:
+            environ[name] = found
 
 
 def _record(exit_code: int, exception: str, tb: str = "") -> None:
@@ -130,17 +127,17 @@ def run(argv: list[str]) -> int:
     return 0
 
 
-def _exit_before_native_teardown() -> None:
-    """The last exit step of a successful rank: leave before C++ static destructors run.
+def _exit_before_native_teardown(code: int = 0) -> None:
+    """Leave with `code`, the streams flushed, before C++ static destructors run.
 
-    Registered before the user's code, so it runs after the user's atexit handlers (and after
-    Python joined the non-daemon threads). torch's native teardown at exit can destroy a thread
-    that is still joinable and abort a rank that had finished ("terminate called without an
-    active exception"), failing a job that succeeded.
+    For a successful rank, the last exit step: registered before the user's code, so it runs
+    after the user's atexit handlers (and after Python joined the non-daemon threads). torch's
+    native teardown at exit can destroy a thread that is still joinable and abort a rank that
+    had finished ("terminate called without an active exception"), failing a job that succeeded.
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def main() -> None:
@@ -152,9 +149,7 @@ def main() -> None:
     code = run(sys.argv[1:])
     if code == 0:
         sys.exit(0)  # normal teardown: the user's atexit handlers run
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # no teardown: a user's stuck thread must not keep a failed rank alive
+    _exit_before_native_teardown(code)  # a user's stuck thread must not keep a failed rank alive
 
 
 if __name__ == "__main__":

@@ -182,11 +182,11 @@ class DataCache:
                 with contextlib.suppress(FileNotFoundError):
                     yield Path(entry.path), entry.stat()
 
-    def info(self, limit: int | None = None) -> CacheInfo:
+    def info(self) -> CacheInfo:
         stats = [st for _, st in self._scan()]
         used = [st for st in stats if st.st_nlink > 1]
         return CacheInfo(self.root, len(stats), sum(st.st_size for st in stats), len(used),
-                         sum(st.st_size for st in used), max_bytes() if limit is None else limit)
+                         sum(st.st_size for st in used), max_bytes())
 
     def _last_used(self, entry: Path) -> float:
         """When `entry` was last fetched (0 for one without a record: never trusted)."""

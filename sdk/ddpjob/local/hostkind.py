@@ -37,9 +37,9 @@ def needs_program(request: dict[str, Any]) -> bool:
 
 def problem(request: dict[str, Any]) -> str | None:
     """Why this machine cannot run the request's hosts (one line), or None."""
-    if container_host.is_container_request(request):
-        return container_host.request_problem(request)
-    return container_host.request_problem(request) or dlc_host.request_problem(request)
+    container = container_host.is_container_request(request)  # never the DLC's toolkit then
+    return container_host.request_problem(request) or (
+        None if container else dlc_host.request_problem(request))
 
 
 def host_command(request: dict[str, Any], job_dir: Path, host: str) -> list[str] | None:

@@ -12,7 +12,6 @@ the staged copies when the job ends (the cache keeps the objects) and trims the 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -24,6 +23,7 @@ from typing import Any
 from ddpjob_runtime import contract, fsutil, storage
 from ddpjob_runtime.channels import link_or_copy
 from ddpjob_runtime.errors import StorageError, UnsafePathError
+from ddpjob_runtime.hyperparameters import decode
 from ddpjob_runtime.platform_config import ChannelSource
 from ddpjob_runtime.storage import Listing
 
@@ -37,7 +37,6 @@ SHARDED = "ShardedByS3Key"
 
 
 def cache_of(home: Path) -> DataCache:
-    """The object cache of the jobs under `home`."""
     return DataCache(Path(home) / "cache")
 
 
@@ -48,8 +47,9 @@ def stage_job(
     all hosts; `{host: what to add to its platform.json}` (see docs/contract.md)."""
     staged = stage_channels(home, job_dir, request, hosts)
     shared: dict[str, object] = {}
-    source = _submit_directory(request)
-    if source and storage.is_s3(source):
+    # The official SDK JSON-encodes every value; another client's raw value stays as it is.
+    source = decode(request.get("HyperParameters") or {}).get(contract.SUBMIT_DIRECTORY)
+    if isinstance(source, str) and storage.is_s3(source):
         shared[contract.PLATFORM_SUBMIT_DIRECTORY] = str(storage.download_file(
             source, Path(job_dir) / "source" / contract.SOURCE_ARCHIVE))
     checkpoint = stage_checkpoint(job_dir, request)
@@ -72,26 +72,11 @@ def stage_checkpoint(job_dir: Path, request: dict[str, Any]) -> Path | None:
     folder = Path(job_dir) / CHECKPOINT
     step = checkpoints.restore_latest(checkpoint_uri, folder)
     log.info("checkpoint: %s", f"step {step}, staged once" if step is not None else "none")
-    _make_read_only(folder)
-    return folder
-
-
-def _submit_directory(request: dict[str, Any]) -> str | None:
-    value = (request.get("HyperParameters") or {}).get(contract.SUBMIT_DIRECTORY)
-    if value is None:
-        return None
-    try:
-        decoded = json.loads(value)  # the official SDK JSON-encodes every value
-    except ValueError:
-        return value
-    return decoded if isinstance(decoded, str) else value
-
-
-def _make_read_only(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for path in folder.rglob("*"):
         if path.is_file():
             os.chmod(path, READ_ONLY)
+    return folder
 
 
 def stage_channels(
