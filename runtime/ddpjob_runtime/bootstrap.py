@@ -160,32 +160,23 @@ def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: P
     """The host's exit code; writes `output/failure` when it is not 0."""
     if result.exit_code == 0:
         return 0
-    when = None
+    when, rank, details = None, None, ""
     first = failure.first_failure(_record_dir(tmp_dir))
     if first is not None:
-        when = first.time
-        tb = "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
+        when, rank, code, why = first.time, first.rank, first.exit_code, first.exception
         restarted = failure.restarts(_record_dir(tmp_dir))  # before the traceback: it is cut
         details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
-        text = failure.reason(
-            env.current_host, first.rank, first.exit_code, first.exception, details + tb
-        )
-        code = first.exit_code
+        details += "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
     elif result.stopped_by is not None:
         code = 128 + result.stopped_by
-        name = signal.Signals(result.stopped_by).name
-        text = failure.reason(env.current_host, None, code, f"stopped by {name}")
+        why = f"stopped by {signal.Signals(result.stopped_by).name}"
     elif result.exit_code < 0:
-        code, name = 128 - result.exit_code, signal.Signals(-result.exit_code).name
-        text = failure.reason(env.current_host, None, code, f"the launcher was killed by {name}")
+        code = 128 - result.exit_code
+        why = f"the launcher was killed by {signal.Signals(-result.exit_code).name}"
     else:
         code = result.exit_code
-        text = failure.reason(
-            env.current_host,
-            None,
-            code,
-            f"the launcher exited with code {code} (a worker could not start; see the host's log)",
-        )
+        why = f"the launcher exited with code {code} (a worker could not start; see the host's log)"
+    text = failure.reason(env.current_host, rank, code, why, details)
     failure.write_failure(env.output_dir, text, when)
     return code
 

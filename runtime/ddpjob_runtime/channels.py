@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ddpjob_runtime import fsutil, processes
+from ddpjob_runtime import fsutil, processes, storage
 from ddpjob_runtime.errors import RuntimeContractError
 from ddpjob_runtime.platform_config import ChannelSource
 
@@ -34,8 +34,6 @@ def stage(channels: Mapping[str, ChannelSource], channel_dir: Callable[[str], Pa
             log.info("linking channel %s from %s", name, source.location)
             link_tree(Path(source.location), dest)
         else:
-            from ddpjob_runtime import storage  # boto3 only when needed
-
             log.info("staging channel %s from %s", name, source.location)
             storage.download_prefix(source.location, dest)
     if any(source.staged for source in channels.values()) and os.geteuid() == 0:

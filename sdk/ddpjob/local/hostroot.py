@@ -79,39 +79,29 @@ def sagemaker_files(request: dict[str, Any], host: str) -> dict[str, Any]:
     return files
 
 
-def config_files(
-    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
-    staged: Mapping[str, object] | None = None, own_namespace: bool = False,
-) -> dict[str, object]:
-    """SageMaker's files for `host` and ddpjob's platform.json; `staged` is what the platform
-    staged for the whole job (added to platform.json; its `channels` replace the URIs: a
-    channel it leaves out is in place already). A host in its `own_namespace` resolves the
-    host names itself (its `/etc/hosts`), as on SageMaker; others get their addresses."""
-    files = sagemaker_files(request, host)
-    channels = request.get("InputDataConfig") or []
-    checkpoint = request.get("CheckpointConfig")
-    platform = PlatformConfig(
-        job_name=request["TrainingJobName"], master_port=master_port,
-        host_addresses={} if own_namespace else dict.fromkeys(host_names(request), LOOPBACK),
-        channels={c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
-                  for c in channels},
-        output_path=request["OutputDataConfig"]["S3OutputPath"],
-        checkpoint_s3_uri=(checkpoint or {}).get("S3Uri"),
-        status_file=str(status_file(job_dir, host)),
-        # SageMaker uploads that folder; on this machine the runtime does
-        tensorboard_output_config=request.get("TensorBoardOutputConfig") or None,
-    )
-    files[contract.PLATFORM_FILE] = platform.merged(staged or {}).to_json()
-    return files
-
-
 def prepare(
     request: dict[str, Any], host: str, master_port: int, job_dir: Path,
     staged: Mapping[str, object] | None = None, own_namespace: bool = False,
 ) -> Path:
-    """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
+    """Create `<job dir>/hosts/<host>/` with SageMaker's files for `host` and ddpjob's
+    platform.json; returns the root. `staged` is what the platform staged for the whole job
+    (added to platform.json; its `channels` replace the URIs: a channel it leaves out is in
+    place already). A host in its `own_namespace` resolves the host names itself (its
+    `/etc/hosts`), as on SageMaker; others get their addresses."""
+    platform = PlatformConfig(
+        job_name=request["TrainingJobName"], master_port=master_port,
+        host_addresses={} if own_namespace else dict.fromkeys(host_names(request), LOOPBACK),
+        channels={c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
+                  for c in request.get("InputDataConfig") or []},
+        output_path=request["OutputDataConfig"]["S3OutputPath"],
+        checkpoint_s3_uri=(request.get("CheckpointConfig") or {}).get("S3Uri"),
+        status_file=str(status_file(job_dir, host)),
+        # SageMaker uploads that folder; on this machine the runtime does
+        tensorboard_output_config=request.get("TensorBoardOutputConfig") or None,
+    )
     root = job_dir / "hosts" / host
-    write_config(root, config_files(request, host, master_port, job_dir, staged, own_namespace))
+    write_config(root, {**sagemaker_files(request, host),
+                        contract.PLATFORM_FILE: platform.merged(staged or {}).to_json()})
     return root
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
 from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.local import hostroot
 from ddpjob.local.bucket_api import Answer, error
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.sagemaker.logs import LOG_GROUP
@@ -50,10 +51,9 @@ class JobLogStreams:
         if not self.knows(job):
             return {}
         epoch = int(self.client.store.state(job).creation_time)
-        request = self.client.store.request(job)
-        logs = self.client.store.job_dir(job) / "logs"
-        found = {f"{job}/algo-{i}-{epoch}": logs / f"algo-{i}.log"
-                 for i in range(1, request["ResourceConfig"].get("InstanceCount", 1) + 1)}
+        job_dir = self.client.store.job_dir(job)
+        found = {f"{job}/{host}-{epoch}": hostroot.log_file(job_dir, host)
+                 for host in hostroot.host_names(self.client.store.request(job))}
         return {name: path for name, path in sorted(found.items())
                 if name.startswith(prefix) and path.is_file() and path.stat().st_size}
 

@@ -180,11 +180,6 @@ class PlatformHost:
         return code
 
 
-def host_command(module: str, job_dir: Path, host: str) -> list[str]:
-    """The command of local host `host` when `module` (a `main` of this module's) runs it."""
-    return [sys.executable, "-m", module, str(job_dir), host]
-
-
 def main(kind: type[PlatformHost], module: str, argv: list[str] | None = None) -> None:
     """`python -m <module> JOB_DIR HOST`: run one host of `kind` and exit with its code."""
     argv = sys.argv[1:] if argv is None else argv
