@@ -39,7 +39,10 @@ from ddpjob_runtime.mirrors import JobMirrors
 log = logging.getLogger("ddpjob_runtime")
 
 _TRACEBACK_LINES = 40
-TMP_DIR = "tmp"  # under the host's root: its TMPDIR, removed at the end (by the platform if killed)
+# The host's TMPDIR (torchrun's and the workers'), inside its root so that even a killed host
+# leaves nothing in /tmp (the platform removes the root); removed whatever the end.
+TMP_DIR = "tmp"
+RECORDS = "ranks"  # below TMP_DIR: each failed rank's record (`failure.record`)
 
 
 def _setup_logging(level: object = logging.INFO) -> None:
@@ -97,7 +100,7 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
     variables.update(
         {
             contract.ENV_CHECKPOINT_DIR: str(env.checkpoint_dir),
-            failure.RECORD_DIR_ENV: str(_record_dir(tmp_dir)),
+            failure.RECORD_DIR_ENV: str(tmp_dir / RECORDS),
             "TMPDIR": str(tmp_dir),  # torchrun's and the workers' temporary files
             "PYTHONUNBUFFERED": "1",
         }
@@ -152,19 +155,15 @@ def _command(env: TrainingEnvironment, gpus: int, entry: str) -> list[str]:
     )
 
 
-def _record_dir(tmp_dir: Path) -> Path:
-    return tmp_dir / "ranks"
-
-
 def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: Path) -> int:
     """The host's exit code; writes `output/failure` when it is not 0."""
     if result.exit_code == 0:
         return 0
     when, rank, details = None, None, ""
-    first = failure.first_failure(_record_dir(tmp_dir))
+    first = failure.first_failure(tmp_dir / RECORDS)
     if first is not None:
         when, rank, code, why = first.time, first.rank, first.exit_code, first.exception
-        restarted = failure.restarts(_record_dir(tmp_dir))  # before the traceback: it is cut
+        restarted = failure.restarts(tmp_dir / RECORDS)  # before the traceback: it is cut
         details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
         details += "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
     elif result.stopped_by is not None:
@@ -238,8 +237,6 @@ def train(root: Path | None = None) -> int:
         failure.write_failure(root / "output", failure.reason(_host_of(root), None, 1, str(exc)))
         return 1
     _setup_logging(env.hyperparameters.get(contract.CONTAINER_LOG_LEVEL, logging.INFO))
-    # The host's own temporary folder (TMPDIR of torchrun and the workers), inside its root so
-    # that even a killed host leaves nothing in /tmp; removed whatever the end.
     tmp_dir = env.root / TMP_DIR
     shutil.rmtree(tmp_dir, ignore_errors=True)
     tmp_dir.mkdir(mode=0o700)

@@ -117,7 +117,6 @@ class TrainingEnvironment:
 
     @property
     def checkpoint_dir(self) -> Path:
-        """checkpointconfig.json's LocalPath (an `/opt/ml/...` path is mapped under the root)."""
         return checkpoint_local_dir(self.root, self.checkpoint_config)
 
 

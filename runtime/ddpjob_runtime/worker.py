@@ -15,10 +15,11 @@ import signal
 import subprocess
 import sys
 import traceback
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from ddpjob_runtime import failure, processes
-from ddpjob_runtime.entrypoint import EntryKind, entry_kind, module_name
+from ddpjob_runtime.entrypoint import EntryKind, entry_kind
 
 _EXCEPTION_CHARS = 700
 # MPI launchers' names for torchrun's variables (Open MPI first, then PMI/Hydra).
@@ -30,7 +31,7 @@ _MPI_NAMES = {
 }
 
 
-def map_mpi_variables(environ: dict[str, str] | os._Environ) -> None:
+def map_mpi_variables(environ: MutableMapping[str, str]) -> None:
     """Set RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE from MPI's variables when absent."""
     for name, sources in _MPI_NAMES.items():
         found = next((environ[source] for source in sources if source in environ), None)
@@ -62,18 +63,13 @@ def _run_user_code(entry: str, args: list[str]) -> int:
     sys.argv = [entry, *args]
     if kind is EntryKind.PYTHON_MODULE:
         sys.path.insert(0, str(code_dir))
-        runpy.run_module(module_name(entry), run_name="__main__", alter_sys=True)
+        module = entry.removesuffix(".py").replace("/", ".")  # pkg/train.py -> pkg.train
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     else:
         script = (code_dir / entry).resolve()
         sys.path.insert(0, str(script.parent))  # as `python train.py` would
         runpy.run_path(str(script), run_name="__main__")
     return 0
-
-
-def _flush_checkpoints() -> None:
-    checkpoints = sys.modules.get("ddpjob_runtime.checkpoints")
-    if checkpoints is not None:
-        checkpoints.flush()
 
 
 def _close_process_group() -> None:
@@ -120,7 +116,8 @@ def run(argv: list[str]) -> int:
         _record(code, f"{argv[0]} exited with code {code}")
         return code
     try:
-        _flush_checkpoints()
+        if (checkpoints := sys.modules.get("ddpjob_runtime.checkpoints")) is not None:
+            checkpoints.flush()  # the background upload: a lost checkpoint fails the rank
         _close_process_group()
     except BaseException as exc:  # noqa: B036
         return _failed(exc)

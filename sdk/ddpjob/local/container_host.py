@@ -87,10 +87,7 @@ class ContainerHost(platform_host.PlatformHost):
     """One local host of a container-command job: the command, the platform's duties around."""
 
     program = "the container command"
-
-    def __init__(self, job_dir: Path, host: str):
-        super().__init__(job_dir, host)
-        self.bin_dir: Path | None = None
+    bin_dir: Path | None = None  # the host's Python's, once `prepare` made it
 
     def prepare(self) -> None:
         """The platform's duties, then this host's Python (`hostpython`), beside its root."""

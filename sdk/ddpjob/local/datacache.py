@@ -99,9 +99,6 @@ class DataCache:
     def _record(self, name: str) -> Path:
         return self.records / name[:2] / name
 
-    def _lock(self, name: str) -> Path:
-        return self.locks / name[:2] / f"{name}.lock"
-
     def fetch(self, listing: Listing) -> Fetched:
         """The entry of every object of an S3 `listing`, downloading each missing one exactly
         once across processes (another process's download in progress is waited for)."""
@@ -148,7 +145,7 @@ class DataCache:
         return mine
 
     def _open_lock(self, name: str):
-        lock = self._lock(name)
+        lock = self.locks / name[:2] / f"{name}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
         return open(lock, "a")
 

@@ -57,20 +57,17 @@ class JobLogStreams:
         return {name: path for name, path in sorted(found.items())
                 if name.startswith(prefix) and path.is_file() and path.stat().st_size}
 
-    def _ended(self, stream: str) -> bool:
-        job = stream.split("/", 1)[0]
-        return self.client.describe_training_job(
-            TrainingJobName=job)["TrainingJobStatus"] in TERMINAL_STATUSES
-
     def _events(self, stream: str, path: Path, start: int, limit: int) -> list[tuple[dict, int]]:
         """The events of the lines from byte `start` (at most `limit`), each with the offset
         after its line; a last line without its newline counts once the job has ended."""
         with open(path, "rb") as handle:
             handle.seek(start)
             data = handle.read()
-        if data and not data.endswith(b"\n") and self._ended(stream):
+        job = stream.split("/", 1)[0]
+        if data and not data.endswith(b"\n") and self.client.describe_training_job(
+                TrainingJobName=job)["TrainingJobStatus"] in TERMINAL_STATUSES:
             data += b"\n"
-        stamp = int(self.client.store.state(stream.split("/", 1)[0]).creation_time * 1000)
+        stamp = int(self.client.store.state(job).creation_time * 1000)
         found, offset = [], start
         for line in data.split(b"\n")[:-1][:limit]:
             offset += len(line) + 1

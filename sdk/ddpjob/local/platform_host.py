@@ -1,11 +1,9 @@
 """A local host that runs a training image's own program with SageMaker's duties around it.
 
 SageMaker's PyTorch container (`dlc_host`) and a request's own container command
-(`container_host`) run the same way on a local host: before the program, the platform writes
-the config files, stages every channel into `input/data/<channel>` and brings the checkpoint
-folder down (`platform_duties`); while it runs, the checkpoint and TensorBoard folders are
-synced; after it ends, `model/` and `output/data/` are uploaded and `output/failure` is the
-host's FailureReason. A subclass says which program runs, in which environment and folder.
+(`container_host`) run the same way on a local host: SageMaker's duties before, while and
+after the program (`platform_duties`), then `output/failure` is the host's FailureReason. A
+subclass says which program runs, in which environment and folder.
 """
 
 from __future__ import annotations

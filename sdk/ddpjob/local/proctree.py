@@ -79,8 +79,7 @@ def end_descendants(grace_s: float, poll_s: float = 0.05) -> None:
     Call it once the children you started with `Popen` have been waited for.
     """
     me = os.getpid()
-    pids = [p for p in descendants(me) if is_alive(p)]
-    signal_all(pids, signal.SIGTERM)
+    signal_all([p for p in descendants(me) if is_alive(p)], signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         reap_children()
