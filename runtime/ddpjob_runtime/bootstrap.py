@@ -8,7 +8,6 @@ also writes `output/failure`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -32,7 +31,7 @@ from ddpjob_runtime import (
     storage,
 )
 from ddpjob_runtime.entrypoint import check_entry_point
-from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
+from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_config, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
 from ddpjob_runtime.mirrors import JobMirrors
 
@@ -60,9 +59,8 @@ def _setup_logging(level: object = logging.INFO) -> None:
 def _host_of(root: Path) -> str:
     """Best effort, for reporting a failure to read the config itself."""
     try:
-        path = root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE
-        return str(json.loads(path.read_text())["current_host"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return str(read_config(root, contract.RESOURCE_CONFIG_FILE)["current_host"])
+    except (RuntimeContractError, KeyError):
         return socket.gethostname()
 
 

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from ddpjob_runtime import fsutil, storage
 from ddpjob_runtime.storage import Listing, ObjectInfo
@@ -144,7 +145,7 @@ class DataCache:
                     mine.append((obj, name))
         return mine
 
-    def _open_lock(self, name: str):
+    def _open_lock(self, name: str) -> IO[str]:
         lock = self.locks / name[:2] / f"{name}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
         return open(lock, "a")
@@ -230,7 +231,7 @@ class DataCache:
                     part.unlink(missing_ok=True)
 
 
-def _try_lock(f) -> bool:
+def _try_lock(f: IO[str]) -> bool:
     """Take the exclusive lock of the open file `f` unless another process holds it."""
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -63,8 +63,7 @@ def request_problem(request: dict[str, Any]) -> str | None:
     tag = dlc_tag(request)
     if tag is None:
         return None
-    missing = _toolkits_missing()
-    if missing:
+    if missing := _toolkits_missing():
         return (f"TrainingImage is SageMaker's PyTorch container: running it locally needs its "
                 f"toolkits sagemaker-training and sagemaker-pytorch-training ({missing}): {EXTRA}")
     return refusals.dlc_refusal(request, tag)
