@@ -39,7 +39,7 @@ log = logging.getLogger("ddpjob_runtime")
 
 _TRACEBACK_LINES = 40
 # The host's TMPDIR (torchrun's and the workers'), inside its root so that even a killed host
-# leaves nothing in /tmp (the platform removes the root); removed whatever the end.
+# leaves nothing in /tmp; removed at the end (by the platform if the host was killed).
 TMP_DIR = "tmp"
 RECORDS = "ranks"  # below TMP_DIR: each failed rank's record (`failure.record`)
 
