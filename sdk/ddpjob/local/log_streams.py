@@ -103,13 +103,12 @@ class JobLogStreams:
             return error(400, "ResourceNotFoundException", "The specified log stream does not "
                                                            "exist.")
         limit, token = params.get("limit", LIMIT), params.get("nextToken") or ""
-        size = streams[name].stat().st_size
         if token.startswith("f/") or (not token and params.get("startFromHead")):
             start = int(token[2:]) if token else 0
             read = self._events(name, streams[name], start, limit)
             end = read[-1][1] if read else start
         else:
-            end = int(token[2:]) if token else size
+            end = int(token[2:]) if token else streams[name].stat().st_size
             lines = [r for r in self._events(name, streams[name], 0, 1 << 62) if r[1] <= end]
             first = max(0, len(lines) - limit)
             start, read = lines[first - 1][1] if first else 0, lines[first:]

@@ -68,6 +68,8 @@ class SandboxError(Exception):
 
 # ------------------------------------------------------------------ the caller's side
 
+_probed: dict[str, str | None] = {}  # the probe's answer, once asked
+
 
 def available() -> str | None:
     """None when hosts can run in their own mount namespace here, else the one-line reason."""
@@ -79,9 +81,6 @@ def available() -> str | None:
     if "answer" not in _probed:
         _probed["answer"] = _probe()
     return _probed["answer"]
-
-
-_probed: dict[str, str | None] = {}  # the probe's answer, once asked
 
 
 def _probe() -> str | None:
@@ -111,10 +110,9 @@ def wrap(
     paths inside them, each `views` target shows its source folder read-only and each
     `writable_views` target its source folder writable."""
     args = [*_interpreter(), "--root", str(root), "--hosts-file", str(hosts_file)]
-    for path in read_only:
-        args += ["--read-only", str(path)]
-    for path in writable:
-        args += ["--writable", str(path)]
+    for flag, paths in (("--read-only", read_only), ("--writable", writable)):
+        for path in paths:
+            args += [flag, str(path)]
     for flag, mapping in (("--view", views), ("--writable-view", writable_views)):
         for target, source in (mapping or {}).items():
             args += [flag, str(target), str(source)]
