@@ -8,7 +8,6 @@ also writes `output/failure`.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -20,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from ddpjob_runtime import (
+    channels,
     checkpoint_layout,
     contract,
     failure,
@@ -28,16 +28,20 @@ from ddpjob_runtime import (
     phases,
     sm_variables,
     sourcedir,
+    storage,
 )
 from ddpjob_runtime.entrypoint import check_entry_point
-from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_environment
+from ddpjob_runtime.environment import TrainingEnvironment, job_root, read_config, read_environment
 from ddpjob_runtime.errors import JobStopped, RuntimeContractError, StorageError
 from ddpjob_runtime.mirrors import JobMirrors
 
 log = logging.getLogger("ddpjob_runtime")
 
 _TRACEBACK_LINES = 40
-TMP_DIR = "tmp"  # under the host's root: its TMPDIR, removed at the end (by the platform if killed)
+# The host's TMPDIR (torchrun's and the workers'), inside its root so that even a killed host
+# leaves nothing in /tmp; removed at the end (by the platform if the host was killed).
+TMP_DIR = "tmp"
+RECORDS = "ranks"  # below TMP_DIR: each failed rank's record (`failure.record`)
 
 
 def _setup_logging(level: object = logging.INFO) -> None:
@@ -55,9 +59,8 @@ def _setup_logging(level: object = logging.INFO) -> None:
 def _host_of(root: Path) -> str:
     """Best effort, for reporting a failure to read the config itself."""
     try:
-        path = root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE
-        return str(json.loads(path.read_text())["current_host"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return str(read_config(root, contract.RESOURCE_CONFIG_FILE)["current_host"])
+    except (RuntimeContractError, KeyError):
         return socket.gethostname()
 
 
@@ -72,16 +75,11 @@ def _stage_inputs(env: TrainingEnvironment) -> None:
     """Channels and the latest checkpoint, when platform.json asks the runtime to bring them."""
     checkpoint_uri = env.platform.checkpoint_s3_uri
     if env.platform.channels:
-        from ddpjob_runtime import channels as staging
-
-        staging.stage(env.platform.channels, env.channel_dir)
+        channels.stage(env.platform.channels, env.channel_dir)
     if checkpoint_uri and env.platform.staged_checkpoint:
-        from ddpjob_runtime import channels as staging
-
         staged = Path(env.platform.staged_checkpoint)
-        staging.link_tree(staged, env.checkpoint_dir)
-        found = checkpoint_layout.steps(path.name for path in staged.iterdir()) \
-            if staged.is_dir() else []
+        channels.link_tree(staged, env.checkpoint_dir)
+        found = checkpoint_layout.steps(path.name for path in staged.iterdir())
         log.info("checkpoint restored: %s", f"step {found[-1]} (linked from the job's staged "
                  f"copy)" if found else "none yet")
     elif checkpoint_uri:
@@ -100,7 +98,7 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
     variables.update(
         {
             contract.ENV_CHECKPOINT_DIR: str(env.checkpoint_dir),
-            failure.RECORD_DIR_ENV: str(_record_dir(tmp_dir)),
+            failure.RECORD_DIR_ENV: str(tmp_dir / RECORDS),
             "TMPDIR": str(tmp_dir),  # torchrun's and the workers' temporary files
             "PYTHONUNBUFFERED": "1",
         }
@@ -155,58 +153,39 @@ def _command(env: TrainingEnvironment, gpus: int, entry: str) -> list[str]:
     )
 
 
-def _record_dir(tmp_dir: Path) -> Path:
-    return tmp_dir / "ranks"
-
-
 def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: Path) -> int:
     """The host's exit code; writes `output/failure` when it is not 0."""
     if result.exit_code == 0:
         return 0
-    when = None
-    first = failure.first_failure(_record_dir(tmp_dir))
+    when, rank, details = None, None, ""
+    first = failure.first_failure(tmp_dir / RECORDS)
     if first is not None:
-        when = first.time
-        tb = "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
-        restarted = failure.restarts(_record_dir(tmp_dir))  # before the traceback: it is cut
+        when, rank, code, why = first.time, first.rank, first.exit_code, first.exception
+        restarted = failure.restarts(tmp_dir / RECORDS)  # before the traceback: it is cut
         details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
-        text = failure.reason(
-            env.current_host, first.rank, first.exit_code, first.exception, details + tb
-        )
-        code = first.exit_code
+        details += "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
     elif result.stopped_by is not None:
         code = 128 + result.stopped_by
-        name = signal.Signals(result.stopped_by).name
-        text = failure.reason(env.current_host, None, code, f"stopped by {name}")
+        why = f"stopped by {signal.Signals(result.stopped_by).name}"
     elif result.exit_code < 0:
-        code, name = 128 - result.exit_code, signal.Signals(-result.exit_code).name
-        text = failure.reason(env.current_host, None, code, f"the launcher was killed by {name}")
+        code = 128 - result.exit_code
+        why = f"the launcher was killed by {signal.Signals(-result.exit_code).name}"
     else:
         code = result.exit_code
-        text = failure.reason(
-            env.current_host,
-            None,
-            code,
-            f"the launcher exited with code {code} (a worker could not start; see the host's log)",
-        )
+        why = f"the launcher exited with code {code} (a worker could not start; see the host's log)"
+    text = failure.reason(env.current_host, rank, code, why, details)
     failure.write_failure(env.output_dir, text, when)
     return code
 
 
-def _tar(folder: Path, archive: Path) -> None:
-    with tarfile.open(archive, "w:gz") as tar:
-        for child in sorted(folder.iterdir()) if folder.is_dir() else []:
-            tar.add(child, arcname=child.name)
-
-
 def upload_results(model_dir: Path, output_data_dir: Path, prefix: str) -> None:
     """`model_dir` and `output_data_dir` as `<prefix>/model.tar.gz` and `<prefix>/output.tar.gz`."""
-    from ddpjob_runtime import storage
-
     with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
         for folder, name in ((model_dir, "model.tar.gz"), (output_data_dir, "output.tar.gz")):
             archive = Path(tmp) / name
-            _tar(folder, archive)
+            with tarfile.open(archive, "w:gz") as tar:
+                for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+                    tar.add(child, arcname=child.name)
             log.info("uploading %s to %s/%s", folder, prefix, name)
             storage.upload_file(archive, f"{prefix}/{name}")
 
@@ -216,8 +195,6 @@ def _upload_results(env: TrainingEnvironment) -> None:
     output_path = env.platform.output_path
     if not output_path or not env.is_master:
         return
-    from ddpjob_runtime import storage
-
     phases.write_phase(env.platform.status_file, "Uploading")
     upload_results(env.model_dir, env.output_data_dir,
                    storage.join(output_path, env.job_name, "output"))
@@ -258,8 +235,6 @@ def train(root: Path | None = None) -> int:
         failure.write_failure(root / "output", failure.reason(_host_of(root), None, 1, str(exc)))
         return 1
     _setup_logging(env.hyperparameters.get(contract.CONTAINER_LOG_LEVEL, logging.INFO))
-    # The host's own temporary folder (TMPDIR of torchrun and the workers), inside its root so
-    # that even a killed host leaves nothing in /tmp; removed whatever the end.
     tmp_dir = env.root / TMP_DIR
     shutil.rmtree(tmp_dir, ignore_errors=True)
     tmp_dir.mkdir(mode=0o700)

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ddpjob_runtime import fsutil, processes
+from ddpjob_runtime import fsutil, processes, storage
 from ddpjob_runtime.errors import RuntimeContractError
 from ddpjob_runtime.platform_config import ChannelSource
 
@@ -34,34 +34,34 @@ def stage(channels: Mapping[str, ChannelSource], channel_dir: Callable[[str], Pa
             log.info("linking channel %s from %s", name, source.location)
             link_tree(Path(source.location), dest)
         else:
-            from ddpjob_runtime import storage  # boto3 only when needed
-
             log.info("staging channel %s from %s", name, source.location)
             storage.download_prefix(source.location, dest)
     if any(source.staged for source in channels.values()) and os.geteuid() == 0:
         _keep_root_out()
 
 
-def link_tree(src: Path, dest: Path) -> int:
-    """Hard-link every file under `src` into `dest` (created; folders are this host's own).
-    Copies where a link is impossible (another file system). Returns the number of files."""
+def link_tree(src: Path, dest: Path) -> None:
+    """Hard-link every file under `src` into `dest` (created; folders are this host's own)."""
     if not src.is_dir():
         raise RuntimeContractError(f"platform.json: staged channel folder {src} does not exist")
-    count = 0
     for folder, _, files in os.walk(src):
         here = dest / Path(folder).relative_to(src)
         here.mkdir(parents=True, exist_ok=True)
         for name in files:
             target = here / name
             target.unlink(missing_ok=True)  # a restarted host links afresh
-            try:
-                os.link(Path(folder) / name, target)
-            except OSError as exc:
-                if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-                    raise
-                fsutil.copy_file(Path(folder) / name, target, mode=0o444)  # as if linked
-            count += 1
-    return count
+            link_or_copy(Path(folder) / name, target)
+
+
+def link_or_copy(src: Path, dest: Path) -> None:
+    """Hard-link `src` as `dest`; copy (read-only, as if linked) where a link is impossible
+    (another file system)."""
+    try:
+        os.link(src, dest)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
+            raise
+        fsutil.copy_file(src, dest, mode=0o444)
 
 
 def _keep_root_out() -> None:

@@ -26,11 +26,6 @@ def entry_kind(code_dir: Path, name: str) -> EntryKind:
     return EntryKind.COMMAND
 
 
-def module_name(name: str) -> str:
-    """`pkg/train.py` -> `pkg.train`."""
-    return name.removesuffix(".py").replace("/", ".")
-
-
 def check_entry_point(code_dir: Path, name: str) -> EntryKind:
     """Refuse an entry point outside code/, an option-like name, or one that is not there."""
     if name.startswith("-"):

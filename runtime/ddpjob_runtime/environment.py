@@ -7,25 +7,24 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ddpjob_runtime import contract, fsutil
+from ddpjob_runtime.contract import DEFAULT_ROOT
 from ddpjob_runtime.errors import RuntimeContractError, UnsafePathError
 from ddpjob_runtime.hyperparameters import decode, is_reserved, name_problem
 from ddpjob_runtime.platform_config import PlatformConfig
 
-DEFAULT_ROOT = contract.DEFAULT_ROOT
-ROOT_ENV = contract.ENV_ROOT
-
 
 def job_root() -> Path:
     """The job root: `$SAGEMAKER_BASE_DIR`, else `/opt/ml`."""
-    return Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    return Path(os.environ.get(contract.ENV_ROOT) or DEFAULT_ROOT)
 
 
-def decode_hyperparameters(raw: dict[str, Any]) -> dict[str, Any]:
+def decode_hyperparameters(raw: Mapping[str, str]) -> dict[str, object]:
     """JSON-decode every value; RuntimeContractError for a name no env variable can carry."""
     for name in raw:
         if problem := name_problem(name):
@@ -34,12 +33,22 @@ def decode_hyperparameters(raw: dict[str, Any]) -> dict[str, Any]:
     return decode(raw)
 
 
+class _Below:
+    """A read-only attribute: the folder `parts` below the environment's root."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, env: TrainingEnvironment, owner: type) -> Path:
+        return env.root.joinpath(*self.parts)
+
+
 @dataclass(frozen=True)
 class TrainingEnvironment:
     """What the platform wrote under the job root, validated. Paths are absolute."""
 
     root: Path
-    hyperparameters: dict[str, Any]
+    hyperparameters: dict[str, object]
     resource_config: dict[str, Any]
     input_data_config: dict[str, Any]
     checkpoint_config: dict[str, Any] = field(default_factory=dict)
@@ -62,11 +71,11 @@ class TrainingEnvironment:
         return self.host_index == 0
 
     @property
-    def user_hyperparameters(self) -> dict[str, Any]:
+    def user_hyperparameters(self) -> dict[str, object]:
         return {k: v for k, v in self.hyperparameters.items() if not is_reserved(k)}
 
     @property
-    def reserved_hyperparameters(self) -> dict[str, Any]:
+    def reserved_hyperparameters(self) -> dict[str, object]:
         return {k: v for k, v in self.hyperparameters.items() if is_reserved(k)}
 
     @property
@@ -91,33 +100,13 @@ class TrainingEnvironment:
         )
 
     # Folders of the contract.
-    @property
-    def code_dir(self) -> Path:
-        return self.root / contract.CODE_DIR
-
-    @property
-    def model_dir(self) -> Path:
-        return self.root / contract.MODEL_DIR
-
-    @property
-    def input_dir(self) -> Path:
-        return self.root / contract.INPUT_DIR
-
-    @property
-    def input_config_dir(self) -> Path:
-        return self.root / contract.CONFIG_DIR
-
-    @property
-    def output_dir(self) -> Path:
-        return self.root / contract.OUTPUT_DIR
-
-    @property
-    def output_data_dir(self) -> Path:
-        return self.root / contract.OUTPUT_DIR / "data"
-
-    @property
-    def output_intermediate_dir(self) -> Path:
-        return self.root / contract.OUTPUT_DIR / "intermediate"
+    code_dir = _Below(contract.CODE_DIR)
+    model_dir = _Below(contract.MODEL_DIR)
+    input_dir = _Below(contract.INPUT_DIR)
+    input_config_dir = _Below(contract.CONFIG_DIR)
+    output_dir = _Below(contract.OUTPUT_DIR)
+    output_data_dir = _Below(contract.OUTPUT_DIR, "data")
+    output_intermediate_dir = _Below(contract.OUTPUT_DIR, "intermediate")
 
     def channel_dir(self, channel: str) -> Path:
         """The channel's folder; a name that is not a plain folder name is refused."""
@@ -128,11 +117,10 @@ class TrainingEnvironment:
 
     @property
     def checkpoint_dir(self) -> Path:
-        """checkpointconfig.json's LocalPath (an `/opt/ml/...` path is mapped under the root)."""
         return checkpoint_local_dir(self.root, self.checkpoint_config)
 
 
-def checkpoint_local_dir(root: Path, checkpoint_config: dict[str, Any]) -> Path:
+def checkpoint_local_dir(root: Path, checkpoint_config: Mapping[str, object]) -> Path:
     """The checkpoint folder SageMaker syncs: `LocalPath` (default `/opt/ml/checkpoints`), an
     `/opt/ml/...` path mapped under `root` when the root is elsewhere (a local host)."""
     local = checkpoint_config.get("LocalPath")
@@ -140,7 +128,7 @@ def checkpoint_local_dir(root: Path, checkpoint_config: dict[str, Any]) -> Path:
             else root / contract.CHECKPOINTS_DIR)
 
 
-def mapped_path(root: Path, local: str, what: str = "LocalPath") -> Path:
+def mapped_path(root: Path, local: object, what: str = "LocalPath") -> Path:
     """A container path of the request: an `/opt/ml/...` path is mapped under `root` when the
     root is elsewhere (a local host); on SageMaker's own container (root `/opt/ml`) any path is
     taken as it is. UnsafePathError (see `container_path`) for one that would leave the job.
@@ -169,26 +157,18 @@ def container_path(local: object, what: str, *, anywhere: bool = False) -> Path:
 def read_config(root: Path, name: str, required: bool = False) -> dict[str, Any]:
     """The JSON object `input/config/<name>` under `root`; {} when it is optional and missing."""
     path = root / contract.CONFIG_DIR / name
-    value = _read_json(path, required)
-    return {} if value is None else _object(path, value)
-
-
-def _read_json(path: Path, required: bool) -> Any:
     try:
         text = path.read_text()
     except FileNotFoundError:
         if required:
             raise RuntimeContractError(f"{path}: required file is missing") from None
-        return None
+        return {}
     except OSError as exc:
         raise RuntimeContractError(f"{path}: cannot be read ({exc.strerror})") from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError as exc:
         raise RuntimeContractError(f"{path}: not valid JSON ({exc})") from None
-
-
-def _object(path: Path, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise RuntimeContractError(f"{path}: expected a JSON object, got {type(value).__name__}")
     return value
@@ -211,20 +191,17 @@ def read_environment(root: Path | None = None) -> TrainingEnvironment:
     Raises `RuntimeContractError` naming the file and the problem.
     """
     root = (root or job_root()).absolute()
-
-    def read(name: str, required: bool) -> dict[str, Any]:
-        return read_config(root, name, required)
-
-    resource_config = read(contract.RESOURCE_CONFIG_FILE, required=True)
+    resource_config = read_config(root, contract.RESOURCE_CONFIG_FILE, required=True)
     _check_resource_config(
         root / contract.CONFIG_DIR / contract.RESOURCE_CONFIG_FILE, resource_config)
     env = TrainingEnvironment(
         root=root,
-        hyperparameters=decode_hyperparameters(read(contract.HYPERPARAMETERS_FILE, required=True)),
+        hyperparameters=decode_hyperparameters(
+            read_config(root, contract.HYPERPARAMETERS_FILE, required=True)),
         resource_config=resource_config,
-        input_data_config=read(contract.INPUT_DATA_CONFIG_FILE, required=False),
-        checkpoint_config=read(contract.CHECKPOINT_CONFIG_FILE, required=False),
-        platform=PlatformConfig.from_json(read(contract.PLATFORM_FILE, required=False)),
+        input_data_config=read_config(root, contract.INPUT_DATA_CONFIG_FILE),
+        checkpoint_config=read_config(root, contract.CHECKPOINT_CONFIG_FILE),
+        platform=PlatformConfig.from_json(read_config(root, contract.PLATFORM_FILE)),
     )
     tensorboard = env.platform.tensorboard_output_config or {}
     try:  # the folders the platform syncs stay inside the job

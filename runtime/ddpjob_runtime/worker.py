@@ -15,10 +15,11 @@ import signal
 import subprocess
 import sys
 import traceback
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from ddpjob_runtime import failure, processes
-from ddpjob_runtime.entrypoint import EntryKind, entry_kind, module_name
+from ddpjob_runtime.entrypoint import EntryKind, entry_kind
 
 _EXCEPTION_CHARS = 700
 # MPI launchers' names for torchrun's variables (Open MPI first, then PMI/Hydra).
@@ -30,23 +31,17 @@ _MPI_NAMES = {
 }
 
 
-def map_mpi_variables(environ: dict[str, str] | os._Environ) -> None:
+def map_mpi_variables(environ: MutableMapping[str, str]) -> None:
     """Set RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE from MPI's variables when absent."""
     for name, sources in _MPI_NAMES.items():
-        if name in environ:
-            continue
-        for source in sources:
-            if source in environ:
-                environ[name] = environ[source]
-                break
-
-
-def _rank() -> int:
-    return int(os.environ.get("RANK", "0"))
+        found = next((environ[source] for source in sources if source in environ), None)
+        if name not in environ and found is not None:
+            environ[name] = found
 
 
 def _record(exit_code: int, exception: str, tb: str = "") -> None:
-    failure.record(failure.RankFailure(_rank(), exit_code, exception[:_EXCEPTION_CHARS], tb))
+    rank = int(os.environ.get("RANK", "0"))
+    failure.record(failure.RankFailure(rank, exit_code, exception[:_EXCEPTION_CHARS], tb))
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -68,18 +63,13 @@ def _run_user_code(entry: str, args: list[str]) -> int:
     sys.argv = [entry, *args]
     if kind is EntryKind.PYTHON_MODULE:
         sys.path.insert(0, str(code_dir))
-        runpy.run_module(module_name(entry), run_name="__main__", alter_sys=True)
+        module = entry.removesuffix(".py").replace("/", ".")  # pkg/train.py -> pkg.train
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     else:
         script = (code_dir / entry).resolve()
         sys.path.insert(0, str(script.parent))  # as `python train.py` would
         runpy.run_path(str(script), run_name="__main__")
     return 0
-
-
-def _flush_checkpoints() -> None:
-    checkpoints = sys.modules.get("ddpjob_runtime.checkpoints")
-    if checkpoints is not None:
-        checkpoints.flush()
 
 
 def _close_process_group() -> None:
@@ -126,24 +116,25 @@ def run(argv: list[str]) -> int:
         _record(code, f"{argv[0]} exited with code {code}")
         return code
     try:
-        _flush_checkpoints()
+        if (checkpoints := sys.modules.get("ddpjob_runtime.checkpoints")) is not None:
+            checkpoints.flush()  # the background upload: a lost checkpoint fails the rank
         _close_process_group()
     except BaseException as exc:  # noqa: B036
         return _failed(exc)
     return 0
 
 
-def _exit_before_native_teardown() -> None:
-    """The last exit step of a successful rank: leave before C++ static destructors run.
+def _exit_before_native_teardown(code: int = 0) -> None:
+    """Leave with `code`, the streams flushed, before C++ static destructors run.
 
-    Registered before the user's code, so it runs after the user's atexit handlers (and after
-    Python joined the non-daemon threads). torch's native teardown at exit can destroy a thread
-    that is still joinable and abort a rank that had finished ("terminate called without an
-    active exception"), failing a job that succeeded.
+    For a successful rank, the last exit step: registered before the user's code, so it runs
+    after the user's atexit handlers (and after Python joined the non-daemon threads). torch's
+    native teardown at exit can destroy a thread that is still joinable and abort a rank that
+    had finished ("terminate called without an active exception"), failing a job that succeeded.
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
 def main() -> None:
@@ -155,9 +146,7 @@ def main() -> None:
     code = run(sys.argv[1:])
     if code == 0:
         sys.exit(0)  # normal teardown: the user's atexit handlers run
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # no teardown: a user's stuck thread must not keep a failed rank alive
+    _exit_before_native_teardown(code)  # a user's stuck thread must not keep a failed rank alive
 
 
 if __name__ == "__main__":

@@ -22,13 +22,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract
+from ddpjob_runtime.contract import DEFAULT_ROOT
 
 from ddpjob import image_uris
 from ddpjob.local import hostpython, platform_host, responses, sandbox
 
 MODULE = "ddpjob.local.container_host"
-OPT_ML = contract.DEFAULT_ROOT  # what the platform stages before the command starts lives below
 
 
 def _algorithm(request: dict[str, Any]) -> dict[str, Any]:
@@ -52,7 +51,7 @@ def _program_problem(program: str) -> str | None:
         return (f"{where} {program!r}: a relative path names nothing on a local host; give a "
                 f"program name or an absolute path")
     path = os.path.normpath(program)
-    if path == OPT_ML or path.startswith(OPT_ML + "/"):
+    if path == DEFAULT_ROOT or path.startswith(DEFAULT_ROOT + "/"):
         return None  # staged by the platform (a channel, the code) before the command starts
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         return f"{where} {program!r}: not an executable file on this machine"
@@ -88,10 +87,7 @@ class ContainerHost(platform_host.PlatformHost):
     """One local host of a container-command job: the command, the platform's duties around."""
 
     program = "the container command"
-
-    def __init__(self, job_dir: Path, host: str):
-        super().__init__(job_dir, host)
-        self.bin_dir: Path | None = None
+    bin_dir: Path | None = None  # the host's Python's, once `prepare` made it
 
     def prepare(self) -> None:
         """The platform's duties, then this host's Python (`hostpython`), beside its root."""
@@ -111,7 +107,6 @@ class ContainerHost(platform_host.PlatformHost):
             shutil.rmtree(self._python_dir(), ignore_errors=True)
 
     def command(self) -> list[str]:
-        """ContainerEntrypoint + ContainerArguments."""
         algorithm = _algorithm(self.request)
         return [*algorithm["ContainerEntrypoint"], *(algorithm.get("ContainerArguments") or [])]
 

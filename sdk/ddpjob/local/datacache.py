@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from ddpjob_runtime import fsutil, storage
 from ddpjob_runtime.storage import Listing, ObjectInfo
@@ -99,9 +100,6 @@ class DataCache:
     def _record(self, name: str) -> Path:
         return self.records / name[:2] / name
 
-    def _lock(self, name: str) -> Path:
-        return self.locks / name[:2] / f"{name}.lock"
-
     def fetch(self, listing: Listing) -> Fetched:
         """The entry of every object of an S3 `listing`, downloading each missing one exactly
         once across processes (another process's download in progress is waited for)."""
@@ -147,8 +145,8 @@ class DataCache:
                     mine.append((obj, name))
         return mine
 
-    def _open_lock(self, name: str):
-        lock = self._lock(name)
+    def _open_lock(self, name: str) -> IO[str]:
+        lock = self.locks / name[:2] / f"{name}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
         return open(lock, "a")
 
@@ -182,11 +180,11 @@ class DataCache:
                 with contextlib.suppress(FileNotFoundError):
                     yield Path(entry.path), entry.stat()
 
-    def info(self, limit: int | None = None) -> CacheInfo:
+    def info(self) -> CacheInfo:
         stats = [st for _, st in self._scan()]
         used = [st for st in stats if st.st_nlink > 1]
         return CacheInfo(self.root, len(stats), sum(st.st_size for st in stats), len(used),
-                         sum(st.st_size for st in used), max_bytes() if limit is None else limit)
+                         sum(st.st_size for st in used), max_bytes())
 
     def _last_used(self, entry: Path) -> float:
         """When `entry` was last fetched (0 for one without a record: never trusted)."""
@@ -233,7 +231,7 @@ class DataCache:
                     part.unlink(missing_ok=True)
 
 
-def _try_lock(f) -> bool:
+def _try_lock(f: IO[str]) -> bool:
     """Take the exclusive lock of the open file `f` unless another process holds it."""
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)

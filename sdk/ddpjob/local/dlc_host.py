@@ -25,7 +25,6 @@ from typing import Any
 
 from ddpjob import image_uris
 from ddpjob.local import hostpython, platform_host, refusals
-from ddpjob.local.hostpython import image_python
 
 MODULE = "ddpjob.local.dlc_host"
 TRAINING_MODULE = "sagemaker_pytorch_container.training:main"
@@ -47,7 +46,7 @@ def is_dlc_request(request: dict[str, Any]) -> bool:
 
 
 def _toolkits_missing() -> str | None:
-    python = image_python()
+    python = hostpython.image_python()
     if python == sys.executable:
         missing = [m for m in TOOLKITS if importlib.util.find_spec(m) is None]
         return ", ".join(missing) or None
@@ -64,8 +63,7 @@ def request_problem(request: dict[str, Any]) -> str | None:
     tag = dlc_tag(request)
     if tag is None:
         return None
-    missing = _toolkits_missing()
-    if missing:
+    if missing := _toolkits_missing():
         return (f"TrainingImage is SageMaker's PyTorch container: running it locally needs its "
                 f"toolkits sagemaker-training and sagemaker-pytorch-training ({missing}): {EXTRA}")
     return refusals.dlc_refusal(request, tag)
@@ -81,13 +79,14 @@ class DlcHost(platform_host.PlatformHost):
 
     def command(self) -> list[str]:
         """The toolkit's `train`, in the Python that mirrors the DLC."""
-        return [image_python(), "-c", "from sagemaker_training.cli.train import main; main()"]
+        return [hostpython.image_python(), "-c",
+                "from sagemaker_training.cli.train import main; main()"]
 
     def environment(self) -> dict[str, str]:
         """The container's environment for the toolkit: its module, torchrun on PATH (and the
         job root, see `PlatformHost.environment`)."""
         env = super().environment()
-        python = Path(image_python())
+        python = Path(hostpython.image_python())
         env.update(SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
                    PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]))
         return env

@@ -12,10 +12,11 @@ a container; ddpjob's runtime has them staged once per job by the supervisor (`s
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-from ddpjob.local import container_host, dlc_host, platform_host, templates
+from ddpjob.local import container_host, dlc_host, templates
 
 
 def runs_image_program(request: dict[str, Any]) -> bool:
@@ -37,15 +38,17 @@ def needs_program(request: dict[str, Any]) -> bool:
 
 def problem(request: dict[str, Any]) -> str | None:
     """Why this machine cannot run the request's hosts (one line), or None."""
-    if container_host.is_container_request(request):
-        return container_host.request_problem(request)
-    return container_host.request_problem(request) or dlc_host.request_problem(request)
+    container = container_host.is_container_request(request)  # never the DLC's toolkit then
+    return container_host.request_problem(request) or (
+        None if container else dlc_host.request_problem(request))
 
 
 def host_command(request: dict[str, Any], job_dir: Path, host: str) -> list[str] | None:
     """The command of local host `host`, or None for ddpjob's runtime."""
     if container_host.is_container_request(request):
-        return platform_host.host_command(container_host.MODULE, job_dir, host)
-    if dlc_host.is_dlc_request(request):
-        return platform_host.host_command(dlc_host.MODULE, job_dir, host)
-    return None
+        module = container_host.MODULE
+    elif dlc_host.is_dlc_request(request):
+        module = dlc_host.MODULE
+    else:
+        return None
+    return [sys.executable, "-m", module, str(job_dir), host]  # `platform_host.main`

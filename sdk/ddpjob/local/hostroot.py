@@ -6,11 +6,11 @@ hands the runtime the platform's duties on this machine (see docs/contract.md).
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract
+from ddpjob_runtime import contract, fsutil
 from ddpjob_runtime.platform_config import ChannelSource, PlatformConfig
 
 LOOPBACK = "127.0.0.1"
@@ -39,11 +39,6 @@ def status_file(job_dir: Path, host: str) -> Path:
 def log_file(job_dir: Path, host: str) -> Path:
     """Where everything host `host` prints goes."""
     return job_dir / "logs" / f"{host}.log"
-
-
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
 
 
 def sagemaker_files(request: dict[str, Any], host: str) -> dict[str, Any]:
@@ -84,39 +79,33 @@ def sagemaker_files(request: dict[str, Any], host: str) -> dict[str, Any]:
     return files
 
 
-def config_files(
+def prepare(
     request: dict[str, Any], host: str, master_port: int, job_dir: Path,
-    staged: dict[str, Any] | None = None, own_namespace: bool = False,
-) -> dict[str, Any]:
-    """SageMaker's files for `host` and ddpjob's platform.json; `staged` is what the platform
-    staged for the whole job (added to platform.json; its `channels` replace the URIs: a
-    channel it leaves out is in place already). A host in its `own_namespace` resolves the
-    host names itself (its `/etc/hosts`), as on SageMaker; others get their addresses."""
-    files = sagemaker_files(request, host)
-    channels = request.get("InputDataConfig") or []
-    checkpoint = request.get("CheckpointConfig")
+    staged: Mapping[str, object] | None = None, own_namespace: bool = False,
+) -> Path:
+    """Create `<job dir>/hosts/<host>/` with SageMaker's files for `host` and ddpjob's
+    platform.json; returns the root. `staged` is what the platform staged for the whole job
+    (added to platform.json; its `channels` replace the URIs: a channel it leaves out is in
+    place already). A host in its `own_namespace` resolves the host names itself (its
+    `/etc/hosts`), as on SageMaker; others get their addresses."""
     platform = PlatformConfig(
         job_name=request["TrainingJobName"], master_port=master_port,
         host_addresses={} if own_namespace else dict.fromkeys(host_names(request), LOOPBACK),
         channels={c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
-                  for c in channels},
+                  for c in request.get("InputDataConfig") or []},
         output_path=request["OutputDataConfig"]["S3OutputPath"],
-        checkpoint_s3_uri=(checkpoint or {}).get("S3Uri"),
+        checkpoint_s3_uri=(request.get("CheckpointConfig") or {}).get("S3Uri"),
         status_file=str(status_file(job_dir, host)),
         # SageMaker uploads that folder; on this machine the runtime does
         tensorboard_output_config=request.get("TensorBoardOutputConfig") or None,
     )
-    files[contract.PLATFORM_FILE] = platform.merged(staged or {}).to_json()
-    return files
-
-
-def prepare(
-    request: dict[str, Any], host: str, master_port: int, job_dir: Path,
-    staged: dict[str, Any] | None = None, own_namespace: bool = False,
-) -> Path:
-    """Create `<job dir>/hosts/<host>/` with its config files; returns the root."""
     root = job_dir / "hosts" / host
-    for name, content in config_files(request, host, master_port, job_dir, staged,
-                                      own_namespace).items():
-        _write(root / contract.CONFIG_DIR / name, content)
+    write_config(root, {**sagemaker_files(request, host),
+                        contract.PLATFORM_FILE: platform.merged(staged or {}).to_json()})
     return root
+
+
+def write_config(root: Path, files: Mapping[str, object]) -> None:
+    """Write `files` (`{file name under input/config: content}`) under the host root `root`."""
+    for name, content in files.items():
+        fsutil.write_json(root / contract.CONFIG_DIR / name, content, indent=1)

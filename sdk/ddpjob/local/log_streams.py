@@ -17,6 +17,7 @@ from typing import Any
 from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
 from ddpjob.job_status import TERMINAL_STATUSES
+from ddpjob.local import hostroot
 from ddpjob.local.bucket_api import Answer, error
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.sagemaker.logs import LOG_GROUP
@@ -50,17 +51,11 @@ class JobLogStreams:
         if not self.knows(job):
             return {}
         epoch = int(self.client.store.state(job).creation_time)
-        request = self.client.store.request(job)
-        logs = self.client.store.job_dir(job) / "logs"
-        found = {f"{job}/algo-{i}-{epoch}": logs / f"algo-{i}.log"
-                 for i in range(1, request["ResourceConfig"].get("InstanceCount", 1) + 1)}
+        job_dir = self.client.store.job_dir(job)
+        found = {f"{job}/{host}-{epoch}": hostroot.log_file(job_dir, host)
+                 for host in hostroot.host_names(self.client.store.request(job))}
         return {name: path for name, path in sorted(found.items())
                 if name.startswith(prefix) and path.is_file() and path.stat().st_size}
-
-    def _ended(self, stream: str) -> bool:
-        job = stream.split("/", 1)[0]
-        return self.client.describe_training_job(
-            TrainingJobName=job)["TrainingJobStatus"] in TERMINAL_STATUSES
 
     def _events(self, stream: str, path: Path, start: int, limit: int) -> list[tuple[dict, int]]:
         """The events of the lines from byte `start` (at most `limit`), each with the offset
@@ -68,9 +63,11 @@ class JobLogStreams:
         with open(path, "rb") as handle:
             handle.seek(start)
             data = handle.read()
-        if data and not data.endswith(b"\n") and self._ended(stream):
+        job = stream.split("/", 1)[0]
+        if data and not data.endswith(b"\n") and self.client.describe_training_job(
+                TrainingJobName=job)["TrainingJobStatus"] in TERMINAL_STATUSES:
             data += b"\n"
-        stamp = int(self.client.store.state(stream.split("/", 1)[0]).creation_time * 1000)
+        stamp = int(self.client.store.state(job).creation_time * 1000)
         found, offset = [], start
         for line in data.split(b"\n")[:-1][:limit]:
             offset += len(line) + 1
@@ -106,13 +103,12 @@ class JobLogStreams:
             return error(400, "ResourceNotFoundException", "The specified log stream does not "
                                                            "exist.")
         limit, token = params.get("limit", LIMIT), params.get("nextToken") or ""
-        size = streams[name].stat().st_size
         if token.startswith("f/") or (not token and params.get("startFromHead")):
             start = int(token[2:]) if token else 0
             read = self._events(name, streams[name], start, limit)
             end = read[-1][1] if read else start
         else:
-            end = int(token[2:]) if token else size
+            end = int(token[2:]) if token else streams[name].stat().st_size
             lines = [r for r in self._events(name, streams[name], 0, 1 << 62) if r[1] <= end]
             first = max(0, len(lines) - limit)
             start, read = lines[first - 1][1] if first else 0, lines[first:]

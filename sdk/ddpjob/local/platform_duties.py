@@ -28,7 +28,7 @@ from ddpjob_runtime.platform_config import ChannelSource
 from ddpjob.local import hostroot
 
 
-def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dict[str, Any]:
+def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dict[str, object]:
     """`{file under input/config: content}` as SageMaker writes them for `host`, a file:// code
     URI made a path (the toolkit reads paths). Host names are `algo-N` in the host's own
     namespace (its `/etc/hosts` resolves them), else their loopback addresses."""
@@ -47,15 +47,6 @@ def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dic
             hyperparameters[contract.SUBMIT_DIRECTORY] = json.dumps(str(location.path))
     files[contract.HYPERPARAMETERS_FILE] = hyperparameters
     return files
-
-
-def write_config(root: Path, files: dict[str, Any]) -> None:
-    """Write `files` (see `config_files`) under `root/input/config`, replacing what is there."""
-    config = root / contract.CONFIG_DIR
-    config.mkdir(parents=True, exist_ok=True)
-    (config / contract.PLATFORM_FILE).unlink(missing_ok=True)
-    for name, content in files.items():
-        (config / name).write_text(json.dumps(content, indent=1))
 
 
 def stage_channels(request: dict[str, Any], root: Path) -> None:

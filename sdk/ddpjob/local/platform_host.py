@@ -1,11 +1,9 @@
 """A local host that runs a training image's own program with SageMaker's duties around it.
 
 SageMaker's PyTorch container (`dlc_host`) and a request's own container command
-(`container_host`) run the same way on a local host: before the program, the platform writes
-the config files, stages every channel into `input/data/<channel>` and brings the checkpoint
-folder down (`platform_duties`); while it runs, the checkpoint and TensorBoard folders are
-synced; after it ends, `model/` and `output/data/` are uploaded and `output/failure` is the
-host's FailureReason. A subclass says which program runs, in which environment and folder.
+(`container_host`) run the same way on a local host: SageMaker's duties before, while and
+after the program (`platform_duties`), then `output/failure` is the host's FailureReason. A
+subclass says which program runs, in which environment and folder.
 """
 
 from __future__ import annotations
@@ -89,7 +87,9 @@ class PlatformHost:
     def prepare(self) -> None:
         """Everything SageMaker does before the program starts."""
         phases.write_phase(self.status_file, "Downloading")
-        platform_duties.write_config(self.root, platform_duties.config_files(
+        # A platform.json left there would hand the image's program duties it does not know.
+        (self.root / contract.CONFIG_DIR / contract.PLATFORM_FILE).unlink(missing_ok=True)
+        hostroot.write_config(self.root, platform_duties.config_files(
             self.request, self.host, self.own_namespace))
         for folder in (contract.CODE_DIR, contract.MODEL_DIR, f"{contract.OUTPUT_DIR}/data"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
@@ -176,11 +176,6 @@ class PlatformHost:
                 failure.write_failure(self.root / "output", f"{self.host}: upload: {exc}")
                 return 1
         return code
-
-
-def host_command(module: str, job_dir: Path, host: str) -> list[str]:
-    """The command of local host `host` when `module` (a `main` of this module's) runs it."""
-    return [sys.executable, "-m", module, str(job_dir), host]
 
 
 def main(kind: type[PlatformHost], module: str, argv: list[str] | None = None) -> None:

@@ -19,7 +19,6 @@ from ddpjob.local.jobstore import private_dir
 
 ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 IN_ROOT = Path("sagemaker") / "warmpoolcache"  # below /opt/ml, as on SageMaker
-OPT_ML_PATH = f"/opt/ml/{IN_ROOT}"
 FOLDER = "cache"  # below the pool's folder
 
 
@@ -46,7 +45,7 @@ def place(root: Path, cache: Path, own_namespace: bool) -> Path:
 def env_value(cache: Path, own_namespace: bool) -> str:
     """`SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY` of a host: SageMaker's path where the host
     sees its own `/opt/ml`, else the real folder (a script reading the variable finds it)."""
-    return OPT_ML_PATH if own_namespace else str(cache)
+    return f"/opt/ml/{IN_ROOT}" if own_namespace else str(cache)
 
 
 def remove_place(root: Path) -> None:

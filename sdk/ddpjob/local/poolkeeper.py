@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,22 +98,19 @@ def why_end(folder: Path, template: Template, signalled: list[str],
 def _end_idle(home: Path, pool_id: str, reason: str) -> bool:
     """Mark the pool Terminated if it is still Available (under the pools' lock, so that no job
     claims a pool whose template is about to end); False when a job claimed it meanwhile."""
-    def change(pool: pools.Pool) -> None:
-        if pool.status == pools.AVAILABLE:
-            _terminated(reason)(pool)
-
     with contextlib.suppress(OSError, ValueError, TypeError):
-        return pools.update(home, pool_id, change).status == pools.TERMINATED
+        ended = pools.update(home, pool_id, lambda pool: _terminate(pool, reason, idle_only=True))
+        return ended.status == pools.TERMINATED
     return True  # the record is gone: nothing can claim the pool
 
 
-def _terminated(reason: str) -> Callable[[pools.Pool], None]:
-    def change(pool: pools.Pool) -> None:
-        if pool.status == pools.TERMINATED:  # marked by `_end_idle` already
-            return
-        pool.status, pool.reason, pool.terminated_at = pools.TERMINATED, reason, time.time()
-        pool.supervisor_pid = None
-    return change
+def _terminate(pool: pools.Pool, reason: str, idle_only: bool = False) -> None:
+    """Mark `pool` Terminated, unless it is already (by `_end_idle`) or, with `idle_only`, a
+    job holds it."""
+    if pool.status == pools.TERMINATED or (idle_only and pool.status != pools.AVAILABLE):
+        return
+    pool.status, pool.reason, pool.terminated_at = pools.TERMINATED, reason, time.time()
+    pool.supervisor_pid = None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -147,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
         poolcache.remove(folder)
         log.info("pool %s ended: %s", folder.name, reason)
         with contextlib.suppress(OSError, ValueError, TypeError):
-            pools.update(home, folder.name, _terminated(reason or "the keeper failed"))
+            pools.update(home, folder.name,
+                         lambda pool: _terminate(pool, reason or "the keeper failed"))
 
 
 def spawn(folder: Path) -> None:

@@ -108,7 +108,6 @@ def match_key(request: dict[str, Any], preloaded: bool = True) -> str | None:
 
 
 def pools_dir(home: Path) -> Path:
-    """Where the pools of `home` are."""
     return Path(home) / "pools"
 
 
@@ -125,7 +124,6 @@ def _locked(home: Path, create: bool = False) -> Iterator[Path]:
 
 
 def read(folder: Path) -> Pool:
-    """The record in the pool folder `folder`."""
     return Pool(**read_json(folder / RECORD))
 
 
@@ -258,7 +256,7 @@ def set_keep_alive(home: Path, job: str, seconds: int) -> bool:
     return True
 
 
-def warm_pool_status(home: Path, job: str) -> dict[str, Any] | None:
+def warm_pool_status(home: Path, job: str) -> dict[str, object] | None:
     """DescribeTrainingJob's `WarmPoolStatus` of `job` (None when it ran on no pool)."""
     pool = _of_job(home, job)
     if pool is None:
@@ -271,13 +269,13 @@ def warm_pool_status(home: Path, job: str) -> dict[str, Any] | None:
                 "ResourceRetainedBillableTimeInSeconds": int(max(0, nxt["start"] - end))}
     status = pool.status if end is not None or pool.status == TERMINATED else IN_USE
     until = pool.terminated_at if pool.status == TERMINATED else time.time()
-    answer: dict[str, Any] = {"Status": status}
+    answer: dict[str, object] = {"Status": status}
     if end is not None:
         answer["ResourceRetainedBillableTimeInSeconds"] = int(max(0, (until or end) - end))
     return answer
 
 
-def summary(pool: Pool) -> dict[str, Any]:
+def summary(pool: Pool) -> dict[str, object]:
     """What `ddpjob pools list` and `LocalSession.warm_pools` show of a pool."""
     expires = pool.expires_at
     return {"Name": pool.id, "Status": pool.status, "Job": pool.job,

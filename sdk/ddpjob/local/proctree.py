@@ -60,19 +60,15 @@ def descendants(pid: int) -> list[int]:
 
 
 def signal_all(pids: list[int], sig: int) -> None:
-    """Send `sig` to each pid that still runs."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
 
-def reap_children(keep: frozenset[int] = frozenset()) -> None:
-    """Collect exit statuses of our dead children (orphans handed to us as subreaper).
-
-    Children in `keep` are left to their `Popen`, which must read their exit code itself.
-    """
+def reap_children() -> None:
+    """Collect exit statuses of our dead children (orphans handed to us as subreaper)."""
     for pid in children_map().get(os.getpid(), []):
-        if pid not in keep and not is_alive(pid):
+        if not is_alive(pid):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, os.WNOHANG)
 
@@ -83,8 +79,7 @@ def end_descendants(grace_s: float, poll_s: float = 0.05) -> None:
     Call it once the children you started with `Popen` have been waited for.
     """
     me = os.getpid()
-    pids = [p for p in descendants(me) if is_alive(p)]
-    signal_all(pids, signal.SIGTERM)
+    signal_all([p for p in descendants(me) if is_alive(p)], signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         reap_children()

@@ -68,6 +68,8 @@ class SandboxError(Exception):
 
 # ------------------------------------------------------------------ the caller's side
 
+_probed: dict[str, str | None] = {}  # the probe's answer, once asked
+
 
 def available() -> str | None:
     """None when hosts can run in their own mount namespace here, else the one-line reason."""
@@ -76,20 +78,13 @@ def available() -> str | None:
         return f"{SWITCH_ENV}={switch} turns them off"
     if not sys.platform.startswith("linux"):
         return f"{sys.platform} has no Linux mount namespaces"
-    return _probe()
-
-
-_probed: dict[str, str | None] = {}  # the probe's answer, once asked
-
-
-def _probe() -> str | None:
-    """Try the namespace once in a child process (the checks `main` makes, the same calls)."""
     if "answer" not in _probed:
-        _probed["answer"] = _run_probe()
+        _probed["answer"] = _probe()
     return _probed["answer"]
 
 
-def _run_probe() -> str | None:
+def _probe() -> str | None:
+    """Try the namespace in a child process (the checks `main` makes, the same calls)."""
     import subprocess  # the caller's side only
 
     try:
@@ -115,10 +110,9 @@ def wrap(
     paths inside them, each `views` target shows its source folder read-only and each
     `writable_views` target its source folder writable."""
     args = [*_interpreter(), "--root", str(root), "--hosts-file", str(hosts_file)]
-    for path in read_only:
-        args += ["--read-only", str(path)]
-    for path in writable:
-        args += ["--writable", str(path)]
+    for flag, paths in (("--read-only", read_only), ("--writable", writable)):
+        for path in paths:
+            args += [flag, str(path)]
     for flag, mapping in (("--view", views), ("--writable-view", writable_views)):
         for target, source in (mapping or {}).items():
             args += [flag, str(target), str(source)]
@@ -275,7 +269,15 @@ def set_up(root: str, hosts_file: str, read_only: Sequence[str], writable: Seque
     _mount_point(OPT_ML, True, shadows, made)
     _bind(root, OPT_ML, read_only=False)
     for folder in shadows:  # read-only, as the machine's folder is to the host's processes
-        _mount(None, folder, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+        _seal(folder)
+    _drop_sys_admin()
+
+
+def _seal(tmpfs: str) -> None:
+    _mount(None, tmpfs, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def _drop_sys_admin() -> None:
     if os.geteuid() == 0:  # a root host must not undo the read-only mounts
         _call(_libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0),
               "drop CAP_SYS_ADMIN from the bounding set")
@@ -287,12 +289,10 @@ def _probe_here() -> None:
     here = os.path.dirname(os.path.realpath(__file__))
     _bind(here, here, read_only=True)
     _mount("tmpfs", here, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=755")
-    _mount(None, here, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    _seal(here)
     if not (os.path.lexists(OPT_ML) or os.path.isdir(os.path.dirname(OPT_ML))):
         raise SandboxError(f"this machine has neither {OPT_ML} nor {os.path.dirname(OPT_ML)}")
-    if os.geteuid() == 0:
-        _call(_libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0),
-              "drop CAP_SYS_ADMIN from the bounding set")
+    _drop_sys_admin()
 
 
 _LISTED = {"--read-only": "read_only", "--writable": "writable"}

@@ -12,8 +12,6 @@ the staged copies when the job ends (the cache keeps the objects) and trims the 
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
 import logging
 import os
 import shutil
@@ -23,34 +21,35 @@ from pathlib import Path
 from typing import Any
 
 from ddpjob_runtime import contract, fsutil, storage
+from ddpjob_runtime.channels import link_or_copy
 from ddpjob_runtime.errors import StorageError, UnsafePathError
+from ddpjob_runtime.hyperparameters import decode
 from ddpjob_runtime.platform_config import ChannelSource
 from ddpjob_runtime.storage import Listing
 
-from ddpjob.local.datacache import DataCache, Fetched, human_bytes, max_bytes
+from ddpjob.local.datacache import READ_ONLY, DataCache, Fetched, human_bytes, max_bytes
 
 log = logging.getLogger(__name__)
 
 CHANNELS = "channels"
 CHECKPOINT = "checkpoint"  # the latest checkpoint, restored once for all hosts
 SHARDED = "ShardedByS3Key"
-READ_ONLY = 0o444
 
 
 def cache_of(home: Path) -> DataCache:
-    """The object cache of the jobs under `home`."""
     return DataCache(Path(home) / "cache")
 
 
 def stage_job(
     home: Path, job_dir: Path, request: dict[str, Any], hosts: list[str]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, object]]:
     """Stage the job's channels, its `s3://` source archive and its latest checkpoint once for
     all hosts; `{host: what to add to its platform.json}` (see docs/contract.md)."""
     staged = stage_channels(home, job_dir, request, hosts)
-    shared: dict[str, Any] = {}
-    source = _submit_directory(request)
-    if source and storage.is_s3(source):
+    shared: dict[str, object] = {}
+    # The official SDK JSON-encodes every value; another client's raw value stays as it is.
+    source = decode(request.get("HyperParameters") or {}).get(contract.SUBMIT_DIRECTORY)
+    if isinstance(source, str) and storage.is_s3(source):
         shared[contract.PLATFORM_SUBMIT_DIRECTORY] = str(storage.download_file(
             source, Path(job_dir) / "source" / contract.SOURCE_ARCHIVE))
     checkpoint = stage_checkpoint(job_dir, request)
@@ -73,26 +72,11 @@ def stage_checkpoint(job_dir: Path, request: dict[str, Any]) -> Path | None:
     folder = Path(job_dir) / CHECKPOINT
     step = checkpoints.restore_latest(checkpoint_uri, folder)
     log.info("checkpoint: %s", f"step {step}, staged once" if step is not None else "none")
-    _make_read_only(folder)
-    return folder
-
-
-def _submit_directory(request: dict[str, Any]) -> str | None:
-    value = (request.get("HyperParameters") or {}).get(contract.SUBMIT_DIRECTORY)
-    if value is None:
-        return None
-    try:
-        decoded = json.loads(value)  # the official SDK JSON-encodes every value
-    except ValueError:
-        return value
-    return decoded if isinstance(decoded, str) else value
-
-
-def _make_read_only(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for path in folder.rglob("*"):
         if path.is_file():
             os.chmod(path, READ_ONLY)
+    return folder
 
 
 def stage_channels(
@@ -188,16 +172,6 @@ def _link_cached(cache: DataCache, listing: Listing, targets: list[Path]) -> Fet
         again = cache.fetch(Listing(listing.folder, [o for o, _ in missed]))
         pending = [(o, e, t) for (o, t), e in zip(missed, again.paths, strict=True)]
     return fetched
-
-
-def link_or_copy(src: Path, dest: Path) -> None:
-    """Hard-link `src` as `dest`; copy (read-only) where the two are on different file systems."""
-    try:
-        os.link(src, dest)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK):
-            raise
-        fsutil.copy_file(src, dest, mode=READ_ONLY)
 
 
 def release(home: Path, job_dir: Path, hosts: list[str]) -> None:
