@@ -1,18 +1,16 @@
 """The template process of a local job: torch and the runtime imported once, processes forked.
 
 `python -m ddpjob_runtime.zygote FD FOLDER` serves the listening unix socket `FD` (inherited
-from the supervisor, which made it before any host started; FOLDER, the job's, only names it in
-`ps`, for it and the processes forked from it). It imports torch and the runtime's own modules
-— never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
-initialised, OpenBLAS gets one thread (hosts' runtimes that ask before torch is imported are
-forked first: they need none, and stage their inputs meanwhile). For each client
-(`ddpjob_runtime.forkrun`) it forks a child that becomes `python -m MODULE ARGS` with the
-client's environment, working folder, stdin/stdout/stderr and argv, in its own session, in the
-client's mount namespace (a local host's own `/opt/ml`, entered with `setns`) and with the
-client's capabilities (what the host's sandbox and runtime dropped stays dropped), dying with
-the template. The template sends the client `R<pid>` once the child is set up (`F<reason>` when
-it could not be) and `X<wait status>` when it exits; when the client goes away first, the
-child's process group is killed.
+from the supervisor, which made it before any host started; FOLDER, the job's, only names it
+in `ps`, for it and the processes forked from it). It imports torch and the runtime's own
+modules — never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
+initialised, OpenBLAS gets one thread. For each client (`ddpjob_runtime.forkrun`) it forks a
+child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
+stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
+host's own `/opt/ml`, entered with `setns`) and with the client's capabilities (what the host's
+sandbox and runtime dropped stays dropped), dying with the template. The template sends the
+client `R<pid>` once the child is set up (`F<reason>` when it could not be) and `X<wait status>`
+when it exits; when the client goes away first, the child's process group is killed.
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
 and exits. Children share the template's imported modules (that is the point), its hash seed
@@ -47,13 +45,11 @@ log = logging.getLogger("ddpjob_runtime.zygote")
 # What the bootstrap, agents and workers import (not their own modules: those run as
 # `__main__`). torchrun's modules (`torch.distributed.run`) bind no `TCPStore` of their own
 # when imported, so the agent's loopback-bound store still replaces it (`agent.main`).
-# A host's runtime (`EARLY`) needs no torch: runtimes that ask before the template imported
-# torch are forked first (`EARLY_PRELOADED` imported), and get on with their staging meanwhile.
-EARLY = "ddpjob_runtime.bootstrap"
-EARLY_PRELOADED = ("encodings.idna", "ddpjob_runtime.environment", "ddpjob_runtime.hosts",
-                   "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
-                   "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint")
 PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
+             "encodings.idna",
+             "ddpjob_runtime.environment", "ddpjob_runtime.hosts",
+             "ddpjob_runtime.launcher", "ddpjob_runtime.mirrors", "ddpjob_runtime.sourcedir",
+             "ddpjob_runtime.sm_variables", "ddpjob_runtime.entrypoint",
              "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",
              "ddpjob_runtime.dataparallel.torch.distributed",
              "ddpjob_runtime.dataparallel.torch.parallel.distributed")
@@ -199,24 +195,12 @@ class Template:
         self.listener = listener
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
-        self.later: list[tuple[socket.socket, Request, list[int], int]] = []  # before torch
-        self.early = False
-        self.selector.register(self.listener, selectors.EVENT_READ, None)
 
-    def serve(self, early: bool = False) -> Request | None:
-        """Serve until SIGTERM (then exit); returns in a forked child, its request. `early`:
-        fork only the requests for `EARLY`, keep the others for later, return None once no
-        request waits."""
-        self.early = early
-        while self.later and not early:
-            request = self._fork(*self.later.pop(0))
-            if request is not None:
-                return request
+    def serve(self) -> Request:
+        """Serve until SIGTERM (then exit); returns only in a forked child, its request."""
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
         while True:
-            events = self.selector.select(0 if early else None)
-            if early and not events:
-                return None
-            for key, _ in events:
+            for key, _ in self.selector.select():
                 if key.fileobj is self.listener:
                     self._accept()
                     continue
@@ -245,9 +229,6 @@ class Template:
         except (OSError, ValueError, TypeError) as exc:
             log.warning("a bad request from pid %d: %s", peer, exc)
             conn.close()
-            return None
-        if self.early and request.argv[:1] != [EARLY]:
-            self.later.append((conn, request, fds, peer))
             return None
         return self._fork(conn, request, fds, peer)
 
@@ -284,8 +265,7 @@ class Template:
             os._exit(125)
         conn.send(f"R{os.getpid()}".encode())
         request.env[contract.ENV_LAUNCHER] = str(launcher)
-        for sock in [conn, self.listener, *(c for c, _ in self.children.values()),
-                     *(c for c, *_ in self.later)]:
+        for sock in [conn, self.listener, *(c for c, _ in self.children.values())]:
             sock.close()
         self.selector.close()
         for fd in (int(name) for name in os.listdir("/proc/self/fd")):
@@ -321,7 +301,7 @@ class Template:
         os._exit(0)
 
 
-def preload(names: tuple[str, ...]) -> None:
+def preload() -> None:
     """Import what every agent and worker imports, single-threaded (OpenBLAS: one thread), and
     keep the children from writing to (so copying) the imported objects' pages when they
     collect garbage (`gc.freeze`) or exit: torch's operator libraries have exit finalizers
@@ -329,7 +309,7 @@ def preload(names: tuple[str, ...]) -> None:
     child leaves with `os._exit` (`_exit`)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc.disable()  # nothing to collect while importing: a pass would only cost time
-    for name in names:
+    for name in PRELOADED:
         importlib.import_module(name)
     for finalizer in list(weakref.finalize._registry):  # the one way to reach them
         finalizer.atexit = False
@@ -345,11 +325,8 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGTERM, template.stop)
     pythonpath = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
     base_path = [p for p in sys.path[1:] if p not in pythonpath]
-    preload(EARLY_PRELOADED)
-    request = template.serve(early=True)
-    if request is None:
-        preload(PRELOADED)
-        request = template.serve()
+    preload()
+    request = template.serve()
     logging.root.handlers.clear()
     _exit(_run(request, base_path))
 
