@@ -59,6 +59,10 @@ def main() -> None:
     if rank == 0:
         model_dir = Path(os.environ.get("SM_MODEL_DIR", "/opt/ml/model"))
         torch.save(model.module.state_dict(), model_dir / "model.pt")
+    # Every rank is done before any tears its connections down: gloo can abort a rank whose
+    # peer is still working when it destroys the group ("terminate called without an active
+    # exception", seen once in CI while rank 0 saved the model).
+    dist.barrier()
     dist.destroy_process_group()
 
 
