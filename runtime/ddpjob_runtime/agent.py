@@ -146,7 +146,8 @@ def _fork_workers() -> None:
             stdio = (0, *(out.fileno() if out else fd for out, fd in ((self._stdout, 1),
                                                                      (self._stderr, 2))))
             forked = forkrun.fork(module, env, os.getcwd(), stdio) if module else None
-            return forked or super()._popen(args, env)
+            return forked or super()._popen(forkrun.plain_command(module) if module else args,
+                                            env)
 
     handlers.SubprocessHandler = ForkingHandler
 

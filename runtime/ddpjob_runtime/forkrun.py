@@ -73,8 +73,14 @@ def module_of(cmd: list[str] | tuple[str, ...]) -> list[str] | None:
     return list(cmd[len(prefix):]) if list(cmd[:len(prefix)]) == prefix else None
 
 
+def plain_command(argv: list[str]) -> list[str]:
+    """`python -m argv[0] argv[1:]` as an interpreter of its own: where the template does not
+    fork the process (what the client does then, without asking the template twice)."""
+    return [sys.executable, "-m", *argv]
+
+
 def _exec_here(argv: list[str]) -> None:
-    os.execv(sys.executable, [sys.executable, "-m", *argv])
+    os.execv(sys.executable, plain_command(argv))
 
 
 def _connect(name: str) -> _socket.socket | None:

@@ -223,11 +223,13 @@ def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
 def _start(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> Launched:
     """Start `cmd` in a session of its own that dies with this process: a forkrun client's
     command is asked of the template directly (no client; a child it forks is killed when
-    this process dies), any other is a subprocess (SIGTERM when this process dies)."""
+    this process dies), any other is a subprocess (SIGTERM when this process dies), as is a
+    client's module that the template did not fork (it said why)."""
     module = forkrun.module_of(cmd)
     forked = forkrun.fork(module, dict(env), cwd) if module else None
     return forked or subprocess.Popen(
-        list(cmd), env=dict(env), cwd=cwd, start_new_session=True,
+        forkrun.plain_command(module) if module else list(cmd), env=dict(env), cwd=cwd,
+        start_new_session=True,
         preexec_fn=processes.ends_with_this_process(),
     )  # fmt: skip
 

@@ -281,3 +281,42 @@ def test_a_process_that_asked_the_template_takes_its_child_along_when_killed(
     asker.kill()
     asker.wait(timeout=120)
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 60, "the forked process to end")
+
+
+def test_a_module_the_template_refuses_to_fork_runs_on_its_own_asked_once(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The launcher asks the template for a client's module itself; where the template refuses
+    (here a socket that refuses every request), the module runs in an interpreter of its own
+    and the template is not asked a second time (by a client), so its reason shows once."""
+    import socket
+    import threading
+
+    from ddpjob_runtime import forkrun, launcher
+
+    code = _module(tmp_path, "writer", "import sys; open(sys.argv[1], 'w').write('ran')")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(tmp_path / "template.sock"))
+    listener.listen()
+    requests: list[bytes] = []
+
+    def refuse() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            with conn:
+                requests.append(socket.recv_fds(conn, 1 << 20, 3)[0])
+                conn.send(b"Fthe template refuses")
+
+    threading.Thread(target=refuse, daemon=True).start()
+    out = tmp_path / "out"
+    try:
+        env = {**_env(None), "DDPJOB_ZYGOTE": str(tmp_path / "template.sock")}
+        result = launcher.run([*forkrun.command("writer"), str(out)], env, str(code))
+    finally:
+        listener.close()
+    assert result.exit_code == 0 and out.read_text() == "ran"
+    assert len(requests) == 1 and json.loads(requests[0])["argv"] == ["writer", str(out)]
+    assert capfd.readouterr().err.count("the template refuses") == 1
