@@ -46,7 +46,7 @@ def decode(encoded: Mapping[str, str]) -> dict[str, Any]:
     for name, value in encoded.items():
         try:
             decoded[name] = json.loads(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):  # nested deeper than json decodes
             decoded[name] = value
     return decoded
 

@@ -70,6 +70,9 @@ def test_hyperparameters_are_json_decoded_with_raw_fallback(tmp_path: Path) -> N
     assert env.hyperparameters["backend"] == "gloo"
     assert env.hyperparameters["name"] == "plain words"  # not JSON: kept as it came
     assert env.hyperparameters["d"] == {"a": 1, "b": 2}
+    deep = "[" * 2000  # within SageMaker's 2,500 characters, deeper than json's recursion
+    assert read_environment(make_root(tmp_path / "deep", {"deep": deep})).hyperparameters[
+        "deep"] == deep
     assert env.current_host == "algo-2" and env.host_index == 1 and not env.is_master
     assert env.entry_point == "train.py"
     assert env.platform == PlatformConfig() and env.checkpoint_dir == tmp_path / "checkpoints"
