@@ -193,7 +193,7 @@ class LocalSageMakerClient:
         summaries = [s for s in summaries if _matches(s, kwargs)]
         key = _SORT_KEYS[kwargs.get("SortBy", "CreationTime")]
         summaries.sort(key=lambda s: s[key], reverse=kwargs.get("SortOrder") == "Descending")
-        start = int(kwargs.get("NextToken") or 0)
+        start = _page_start(kwargs.get("NextToken"))
         size = kwargs.get("MaxResults", 10)
         page = {"TrainingJobSummaries": summaries[start : start + size], **copy.deepcopy(_OK)}
         if start + size < len(summaries):
@@ -253,6 +253,17 @@ class LocalSageMakerClient:
         if pid is None:  # being started by the creating process
             return time.time() - state.creation_time < SUPERVISOR_START_S
         return self._is_supervisor(pid, name)
+
+
+def _page_start(token: str | None) -> int:
+    """Where the page a ListTrainingJobs `NextToken` names starts: only tokens this client
+    gave out (a count of summaries) are honoured, as SageMaker refuses a token of its own."""
+    if token is None or token == "":
+        return 0
+    if not token.isascii() or not token.isdecimal() or len(token) > 9:
+        raise validation.client_error("ListTrainingJobs", "Invalid pagination token: pass the "
+                                                          "NextToken of the previous answer")
+    return int(token)
 
 
 def _matches(summary: dict[str, Any], filters: dict[str, Any]) -> bool:
