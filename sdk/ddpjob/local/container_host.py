@@ -12,7 +12,8 @@ it: the config files with hosts named `algo-N`, `TRAINING_JOB_NAME`, a Python wi
 request's Environment. The drivers hard-code `/opt/ml` and the master `algo-1:7777`, so each
 host runs in its own mount namespace (`sandbox`, applied by `hosts`), where `/opt/ml` is the
 host's folder and `algo-N` resolves to a loopback address; where the machine has none, such a
-request is refused before anything starts. The fixed port allows one multi-host job at a time.
+request is refused before anything starts. The fixed port allows one multi-host job at a time
+(`fixed_port`: the next one waits).
 """
 
 from __future__ import annotations
