@@ -27,7 +27,7 @@ from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
 from ddpjob.local.client import LocalSageMakerClient
-from ddpjob.local.jobstore import check_own_dir
+from ddpjob.local.jobstore import check_own_dir, check_path_to
 from ddpjob.local.validation import LOCAL_ROLE
 from ddpjob.naming import check_job_name
 
@@ -68,7 +68,8 @@ class LocalSession(BaseSession):
 
     def __init__(self, home: str | Path | None = None):
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
-        if self.home.exists():  # refused before anything is written into it
+        check_path_to(self.home)  # refused before anything is written into it
+        if self.home.exists():
             check_own_dir(self.home)
         self._client = LocalSageMakerClient(self.home, aws_shaped=False)
 
