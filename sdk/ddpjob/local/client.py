@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError
-from ddpjob.local import gpus, metrics, pools, proctree, responses, validation
+from ddpjob.local import container_host, gpus, metrics, pools, proctree, responses, validation
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.request import service_model
@@ -113,6 +113,8 @@ class LocalSageMakerClient:
         kind = (request.get("ResourceConfig") or {}).get("InstanceType")
         visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
         validation.check_create(request, visible)
+        if problem := container_host.drivers_problem(request, self.bucket_root):
+            raise validation.client_error("CreateTrainingJob", problem)
         return request
 
     def reserve(self, name: str) -> None:
