@@ -26,7 +26,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError
-from ddpjob.local import container_host, gpus, metrics, pools, proctree, responses, validation
+from ddpjob.local import (
+    container_host,
+    gpus,
+    instance_choice,
+    metrics,
+    pools,
+    proctree,
+    responses,
+    validation,
+)
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.request import service_model
@@ -110,12 +119,16 @@ class LocalSageMakerClient:
             # The official SDK's local mode with local_code and no output_path: keep them here.
             output = (self.store.home / "output").absolute().as_uri()
             request["OutputDataConfig"]["S3OutputPath"] = output
-        kind = (request.get("ResourceConfig") or {}).get("InstanceType")
-        visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
-        validation.check_create(request, visible)
-        if problem := container_host.drivers_problem(request, self.bucket_root):
-            raise validation.client_error("CreateTrainingJob", problem)
-        return request
+
+        def check(candidate: dict[str, Any]) -> None:
+            kind = (candidate.get("ResourceConfig") or {}).get("InstanceType")
+            visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
+            validation.check_create(candidate, visible)
+            if problem := container_host.drivers_problem(candidate, self.bucket_root):
+                raise validation.client_error("CreateTrainingJob", problem)
+
+        return instance_choice.choose(
+            request, check, lambda text: validation.client_error("CreateTrainingJob", text))
 
     def reserve(self, name: str) -> None:
         """Take the job name before anything of the job is written (ResourceInUse if taken)."""
