@@ -208,17 +208,25 @@ def _train(env: TrainingEnvironment, tmp_dir: Path, mirrors: JobMirrors) -> int:
     if env.submit_directory:
         sourcedir.fetch_source(env.platform.submit_directory or env.submit_directory,
                                env.code_dir)
-    sourcedir.install_requirements(env.code_dir)
+    site = sourcedir.install_requirements(env.code_dir, _python_dir(env))
     check_entry_point(env.code_dir, entry)
     gpus = sm_variables.num_gpus()
     command = _command(env, gpus, entry)
     _stage_inputs(env)
     mirrors.download()
     variables = _worker_env(env, gpus, tmp_dir, mirrors)
+    if site is not None:  # what requirements.txt installed, before this Python's own packages
+        variables["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(site), variables.get("PYTHONPATH")) if p)
     phases.write_phase(status_file, "Training")
     with mirrors.running():
         result = launcher.run(command, variables, cwd=str(env.code_dir))
     return _outcome(env, result, tmp_dir)
+
+
+def _python_dir(env: TrainingEnvironment) -> Path | None:
+    """A local host's own Python environment (platform.json), None in SageMaker's container."""
+    return Path(env.platform.python_dir) if env.platform.python_dir else None
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -252,6 +260,8 @@ def train(root: Path | None = None) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         shutil.rmtree(tmp_dir, ignore_errors=True)
+        if (python_dir := _python_dir(env)) is not None:  # what the job installed ends with it
+            shutil.rmtree(python_dir, ignore_errors=True)
         # The checkpoint folder's other files and TensorBoard's, then model/ and output/data/:
         # each is tried even when the other failed.
         for upload in (mirrors.upload, lambda: _upload_results(env)):

@@ -26,6 +26,7 @@ PLATFORM_OUTPUT_PATH, PLATFORM_STATUS_FILE = "output_path", "status_file"
 PLATFORM_CHECKPOINT_URI, PLATFORM_STAGED_CHECKPOINT = "checkpoint_s3_uri", "staged_checkpoint"
 PLATFORM_SUBMIT_DIRECTORY = "submit_directory"
 PLATFORM_TENSORBOARD = "tensorboard_output_config"  # its {"LocalPath", "S3OutputPath"}
+PLATFORM_PYTHON_DIR = "python_dir"  # where a local host makes its own Python env (`pyenv`)
 
 # ---------------------------------------------------------------- hyperparameters
 # Names starting with these belong to the platform and the runtime, never to the user's script.

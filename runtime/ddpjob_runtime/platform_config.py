@@ -15,7 +15,8 @@ from ddpjob_runtime import contract as c
 from ddpjob_runtime.errors import RuntimeContractError
 
 _TEXT_KEYS = (c.PLATFORM_JOB_NAME, c.PLATFORM_OUTPUT_PATH, c.PLATFORM_CHECKPOINT_URI,
-              c.PLATFORM_STAGED_CHECKPOINT, c.PLATFORM_SUBMIT_DIRECTORY, c.PLATFORM_STATUS_FILE)
+              c.PLATFORM_STAGED_CHECKPOINT, c.PLATFORM_SUBMIT_DIRECTORY, c.PLATFORM_STATUS_FILE,
+              c.PLATFORM_PYTHON_DIR)
 KEYS = frozenset((*_TEXT_KEYS, c.PLATFORM_MASTER_PORT, c.PLATFORM_HOST_ADDRESSES,
                   c.PLATFORM_CHANNELS, c.PLATFORM_TENSORBOARD))
 
@@ -46,6 +47,7 @@ class PlatformConfig:
     submit_directory: str | None = None
     status_file: str | None = None
     tensorboard_output_config: Mapping[str, str] | None = None
+    python_dir: str | None = None  # a local host's own Python environment, for what it installs
 
     def to_json(self) -> dict[str, Any]:
         """platform.json's object; unset keys left out."""

@@ -10,7 +10,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from ddpjob_runtime import contract, storage
+from ddpjob_runtime import contract, pyenv, storage
 from ddpjob_runtime.errors import RuntimeContractError
 
 log = logging.getLogger(__name__)
@@ -106,14 +106,20 @@ def fetch_source(uri: str, code_dir: Path) -> None:
         raise RuntimeContractError(f"{contract.SUBMIT_DIRECTORY} {uri!r}: no such file or folder")
 
 
-def install_requirements(code_dir: Path) -> None:
-    """`pip install -r requirements.txt` when the source has one; pip's last lines on failure."""
+def install_requirements(code_dir: Path, python_dir: Path | None = None) -> Path | None:
+    """`pip install -r requirements.txt` when the source has one; pip's last lines on failure.
+
+    In SageMaker's container the packages go into its Python (gone with the container). A local
+    host names `python_dir`: they go into a Python environment of the host's own made there
+    (`pyenv`), never into the user's; its site-packages folder is returned, for the workers'
+    `PYTHONPATH`."""
     requirements = code_dir / "requirements.txt"
     if not requirements.is_file():
-        return
+        return None
     log.info("installing %s", requirements)
+    python = sys.executable if python_dir is None else str(pyenv.create(python_dir, sys.executable))
     cmd = [
-        sys.executable,
+        python,
         "-m",
         "pip",
         "install",
@@ -137,3 +143,4 @@ def install_requirements(code_dir: Path) -> None:
         raise RuntimeContractError(
             f"pip install -r requirements.txt failed (exit code {done.returncode}):\n{tail}"
         )
+    return None if python_dir is None else pyenv.site_packages(python_dir)[0]

@@ -116,24 +116,6 @@ class ContainerHost(platform_host.PlatformHost):
     """One local host of a container-command job: the command, the platform's duties around."""
 
     program = "the container command"
-    bin_dir: Path | None = None  # the host's Python's, once `prepare` made it
-
-    def prepare(self) -> None:
-        """The platform's duties, then this host's Python (`hostpython`), beside its root."""
-        super().prepare()
-        gpu_ids = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
-        self.bin_dir = hostpython.create(self._python_dir(), hostpython.image_python(), gpu_ids)
-
-    def _python_dir(self) -> Path:
-        return self.root.parent / f"{self.host}.python"
-
-    def run(self) -> int:
-        """This host's part of the job; what its command installed is gone afterwards, as
-        with the container."""
-        try:
-            return super().run()
-        finally:
-            shutil.rmtree(self._python_dir(), ignore_errors=True)
 
     def command(self) -> list[str]:
         algorithm = _algorithm(self.request)
@@ -145,7 +127,6 @@ class ContainerHost(platform_host.PlatformHost):
         env = super().environment()
         name = self.request["TrainingJobName"]
         env.update(TRAINING_JOB_NAME=name, TRAINING_JOB_ARN=responses.job_arn(name))
-        env["PATH"] = os.pathsep.join([str(self.bin_dir), env.get("PATH", "")])
         return env
 
 

@@ -17,7 +17,6 @@ SageMaker; elsewhere hosts are named by loopback addresses and the toolkit finds
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,18 +77,15 @@ class DlcHost(platform_host.PlatformHost):
     program = "SageMaker's PyTorch toolkit"
 
     def command(self) -> list[str]:
-        """The toolkit's `train`, in the Python that mirrors the DLC."""
-        return [hostpython.image_python(), "-c",
+        """The toolkit's `train`, in this host's Python over the one that mirrors the DLC
+        (its `pip install -r requirements.txt` lands there, and ends with the host)."""
+        return [str(self.bin_dir / "python"), "-c",
                 "from sagemaker_training.cli.train import main; main()"]
 
     def environment(self) -> dict[str, str]:
-        """The container's environment for the toolkit: its module, torchrun on PATH (and the
-        job root, see `PlatformHost.environment`)."""
-        env = super().environment()
-        python = Path(hostpython.image_python())
-        env.update(SAGEMAKER_TRAINING_MODULE=TRAINING_MODULE,
-                   PATH=os.pathsep.join([str(python.parent), env.get("PATH", "")]))
-        return env
+        """The container's environment for the toolkit: its module (and, as every such host,
+        its Python first on PATH and the job root: `PlatformHost.environment`)."""
+        return {**super().environment(), "SAGEMAKER_TRAINING_MODULE": TRAINING_MODULE}
 
     def workdir(self) -> Path:
         """The code folder, where the toolkit unpacks the source."""

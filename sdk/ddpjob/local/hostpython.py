@@ -1,11 +1,11 @@
-"""The Python a container host gives its command: what a training image has on its PATH.
+"""The Python a host that runs an image's own program gives it: what a training image has.
 
-ModelTrainer's drivers look for `python3`/`python` and `pip3`/`pip` on PATH, start `torchrun`,
-read the host's GPU count from `nvidia-smi --list-gpus`, and install the code's
-`requirements.txt` with that pip. Each host gets a virtual environment of its own under the job
-folder, over the image's Python (`$DDPJOB_DLC_PYTHON`, else this one): created without pip
-(about 50 ms) and seeing every package of that Python, so nothing is copied and what a job
-installs stays in the job, never in the user's environment. `pip`, `pip3` and `torchrun` run the
+ModelTrainer's drivers and SageMaker's PyTorch toolkit look for `python3`/`python` and
+`pip3`/`pip` on PATH, start `torchrun`, read the host's GPU count from `nvidia-smi --list-gpus`,
+and install the code's `requirements.txt` with that pip. Each host gets a virtual environment of
+its own under the job folder (`ddpjob_runtime.pyenv`), over the image's Python
+(`$DDPJOB_DLC_PYTHON`, else this one), so what a job installs stays in the job, never in the
+user's environment. `pip`, `pip3` and `torchrun` run the
 image's modules with the venv's interpreter (so installs land in the venv); `nvidia-smi` lists
 only the host's own GPUs (none on `local` and CPU instance types).
 """
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from ddpjob_runtime import pyenv
 
 from ddpjob.local import gpus
 
@@ -31,21 +32,11 @@ def image_python() -> str:
     return os.environ.get(PYTHON_ENV) or sys.executable
 
 
-def _site_packages(prefix: Path) -> list[Path]:
-    return sorted(prefix.glob("lib/python*/site-packages"))
-
-
 def create(folder: Path, python: str, gpu_ids: list[str]) -> Path:
-    """A venv at `folder` over `python`, with the commands a training image has; its bin."""
-    subprocess.run([python, "-m", "venv", "--without-pip", "--system-site-packages",
-                    str(folder)], check=True, capture_output=True, timeout=120)
-    parent = Path(python).parent.parent
-    if (parent / "pyvenv.cfg").exists():  # a venv's packages are not its base's: add them
-        lines = [f"import site; site.addsitedir({str(p)!r})" for p in _site_packages(parent)]
-        for own in _site_packages(folder):
-            (own / "_ddpjob_image_python.pth").write_text("\n".join(lines) + "\n")
-    bin_dir = folder / "bin"
-    interpreter = bin_dir / "python"
+    """A venv at `folder` over `python` (`ddpjob_runtime.pyenv`), with the commands a training
+    image has; its bin."""
+    interpreter = pyenv.create(folder, python)
+    bin_dir = interpreter.parent
     for name in ("pip", "pip3"):
         _script(bin_dir / name, f'exec "{interpreter}" -m pip "$@"')
     _script(bin_dir / "torchrun",  # torch's console script, run by the venv's interpreter

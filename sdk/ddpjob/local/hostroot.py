@@ -36,6 +36,12 @@ def status_file(job_dir: Path, host: str) -> Path:
     return job_dir / "hosts" / f"{host}.status"
 
 
+def python_dir(job_dir: Path, host: str) -> Path:
+    """Host `host`'s own Python environment (`ddpjob_runtime.pyenv`), where what the job
+    installs goes; removed when the host ends."""
+    return job_dir / "hosts" / f"{host}.python"
+
+
 def log_file(job_dir: Path, host: str) -> Path:
     """Where everything host `host` prints goes."""
     return job_dir / "logs" / f"{host}.log"
@@ -98,6 +104,7 @@ def prepare(
         status_file=str(status_file(job_dir, host)),
         # SageMaker uploads that folder; on this machine the runtime does
         tensorboard_output_config=request.get("TensorBoardOutputConfig") or None,
+        python_dir=str(python_dir(job_dir, host)),
     )
     root = job_dir / "hosts" / host
     write_config(root, {**sagemaker_files(request, host),

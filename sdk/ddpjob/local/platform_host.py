@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ddpjob_runtime import contract, failure, phases
 
-from ddpjob.local import failure_cause, hostroot, platform_duties, sandbox
+from ddpjob.local import failure_cause, hostpython, hostroot, platform_duties, sandbox
 from ddpjob.local.fixed_port import FIXED_PORT, holder, port_free
 from ddpjob.local.jobstore import JobStore
 
@@ -57,12 +58,14 @@ class PlatformHost:
         raise NotImplementedError
 
     def environment(self) -> dict[str, str]:
-        """The program's environment: this host's, with the job root `/opt/ml` itself in the
-        host's own namespace, else named by `SAGEMAKER_BASE_DIR`."""
+        """The program's environment: this host's, its own Python first on PATH (`hostpython`),
+        with the job root `/opt/ml` itself in the host's own namespace, else named by
+        `SAGEMAKER_BASE_DIR`."""
         env = dict(os.environ)
         env.pop(contract.ENV_ROOT, None)
         if not self.own_namespace:
             env[contract.ENV_ROOT] = str(self.root)
+        env["PATH"] = os.pathsep.join([str(self.bin_dir), env.get("PATH", "")])
         return env
 
     def workdir(self) -> Path:
@@ -70,8 +73,19 @@ class PlatformHost:
 
     # --- the platform's part -------------------------------------------------------------
 
+    @property
+    def python_dir(self) -> Path:
+        return hostroot.python_dir(self.job_dir, self.host)
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.python_dir / "bin"
+
     def prepare(self) -> None:
-        """Everything SageMaker does before the program starts."""
+        """Everything SageMaker does before the program starts; this host's own Python
+        (`hostpython`), where what the program installs goes."""
+        gpu_ids = [g for g in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if g]
+        hostpython.create(self.python_dir, hostpython.image_python(), gpu_ids)
         phases.write_phase(self.status_file, "Downloading")
         # A platform.json left there would hand the image's program duties it does not know.
         (self.root / contract.CONFIG_DIR / contract.PLATFORM_FILE).unlink(missing_ok=True)
@@ -135,7 +149,8 @@ class PlatformHost:
             raise SystemExit(128 + signum)
 
     def run(self) -> int:
-        """This host's part of the job; the exit code (the program's, else 1)."""
+        """This host's part of the job; the exit code (the program's, else 1). What the
+        program installed is gone afterwards, as with the container."""
         code = 1
         try:
             self.prepare()
@@ -147,6 +162,7 @@ class PlatformHost:
         finally:
             phases.write_phase(self.status_file, "Uploading")
             code = self._finish(code)
+            shutil.rmtree(self.python_dir, ignore_errors=True)
         log.info("host %s finished with exit code %d", self.host, code)
         return code
 
