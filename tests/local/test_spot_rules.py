@@ -92,6 +92,7 @@ def test_a_job_spec_list_of_mappings_is_read_as_interruptions() -> None:
     items = interruptions.from_spec([{"within_s": [1, 2], "seed": 3}, {"after_s": 4,
                                      "notice": False}], "job spec x")
     assert items == [Interruption(within_s=(1, 2), seed=3), Interruption(after_s=4, notice=False)]
+    assert len({*items, Interruption(within_s=(1.0, 2.0), seed=3)}) == 2  # a list became a tuple
     with pytest.raises(UserInputError, match="job spec x: each interruption is a mapping"):
         interruptions.from_spec([{"after": 4}], "job spec x")
     with pytest.raises(UserInputError, match="must be a list of mappings"):
