@@ -181,3 +181,19 @@ def test_a_lost_host_is_noted_without_leaving_the_status_and_a_stop_drops_an_int
     assert not state.interrupted(dict(RECLAIM), "too late", now=4.0)
     assert state.status is S.STOPPING
     assert S.INTERRUPTED.primary is TrainingJobStatus.IN_PROGRESS
+
+
+def test_the_official_sdks_time_lines_are_printed_for_all_hosts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ddpjob.training_job import print_times
+
+    spot = {"ResourceConfig": {"InstanceCount": 2}, "EnableManagedSpotTraining": True,
+            "TrainingTimeInSeconds": 40, "BillableTimeInSeconds": 12}
+    print_times(spot)
+    assert capsys.readouterr().out == ("Training seconds: 80\nBillable seconds: 24\n"
+                                       "Managed Spot Training savings: 70.0%\n")
+    print_times({**spot, "EnableManagedSpotTraining": False, "BillableTimeInSeconds": 40})
+    assert capsys.readouterr().out == "Training seconds: 80\nBillable seconds: 80\n"
+    print_times({"ResourceConfig": {"InstanceCount": 1}})  # never trained: nothing to say
+    assert capsys.readouterr().out == ""
