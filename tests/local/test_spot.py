@@ -243,6 +243,8 @@ def test_bad_interrupts_are_one_error_before_anything_happens(
     _start(session, tmp_path, "on-demand", spot=False, hosts=1, **{"hold-at": "0"})
     with pytest.raises(UserInputError, match="needs a spot job"):
         session.interrupt("on-demand")
+    with pytest.raises(UserInputError, match="notice must be True or False, got 'no'"):
+        session.interrupt("on-demand", notice="no")  # type: ignore[arg-type]
     with pytest.raises(UserInputError, match="host 'algo-2' is not a host of this job"):
         session.interrupt("on-demand", host="algo-2", notice=False)
     session.stop("on-demand")
