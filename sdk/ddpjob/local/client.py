@@ -19,17 +19,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
-from ddpjob.errors import ControlPlaneError, JobNotFoundError
+from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
 from ddpjob.local import (
     container_host,
     gpus,
+    hostroot,
     instance_choice,
+    interruptions,
     metrics,
     pools,
     proctree,
@@ -79,8 +81,10 @@ class LocalSageMakerClient:
     """A SageMaker client whose training jobs run as local processes under `home`; boto3-shaped
     unless `aws_shaped=False` (then it raises ddpjob's own errors: `LocalSession`'s)."""
 
-    def __init__(self, home: str | Path, aws_shaped: bool = True):
+    def __init__(self, home: str | Path, aws_shaped: bool = True,
+                 planned: Sequence[interruptions.Interruption] = ()):
         self.aws_shaped = aws_shaped
+        self.planned = tuple(planned)  # fired in every job this client creates
         self.store = JobStore(Path(home))
         self._supervisors: list[subprocess.Popen] = []
 
@@ -127,8 +131,10 @@ class LocalSageMakerClient:
             if problem := container_host.drivers_problem(candidate, self.bucket_root):
                 raise validation.client_error("CreateTrainingJob", problem)
 
-        return instance_choice.choose(
+        chosen = instance_choice.choose(
             request, check, lambda text: validation.client_error("CreateTrainingJob", text))
+        interruptions.check_request(self.planned, chosen, hostroot.host_names(chosen))
+        return chosen
 
     def reserve(self, name: str) -> None:
         """Take the job name before anything of the job is written (ResourceInUse if taken)."""
@@ -145,7 +151,9 @@ class LocalSageMakerClient:
     def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
         """Create the checked job whose name this process reserved, and start it."""
         name = request["TrainingJobName"]
-        job_dir = self.store.create(name, request, JobState.new(name), reserved=True)
+        state = JobState.new(name)
+        state.schedule = interruptions.schedule(self.planned, hostroot.host_names(request))
+        job_dir = self.store.create(name, request, state, reserved=True)
         self._start_supervisor(name, job_dir)
         return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
 
@@ -184,6 +192,31 @@ class LocalSageMakerClient:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)  # it also polls the state; the signal saves time
         return copy.deepcopy(_OK)
+
+    def interrupt(self, name: str, host: str | None = None, notice: bool = True) -> None:
+        """Interrupt the running job `name` (not a SageMaker API; `LocalSession.interrupt`)."""
+        what = f"interrupt {name}"
+        if not isinstance(notice, bool):
+            raise UserInputError(f"{what}: notice must be True or False, got {notice!r}")
+        state = self._seen(self._known(name, "InterruptTrainingJob"))
+        request = self.store.request(name)
+        if state.is_terminal:
+            raise UserInputError(f"{what}: the job has already ended ({state.status.value})")
+        if notice and not interruptions.is_spot(request):
+            raise UserInputError(
+                f"{what}: a spot interruption (with notice) needs a spot job "
+                f"(use_spot_instances=True); a lost host (notice=False, --no-notice) applies "
+                f"to any job")
+        hosts = hostroot.host_names(request)
+        interruptions.check_host(host, hosts, what)
+        target = host if host is not None or notice else hosts[-1]
+        taken: list[bool] = []
+        asked = self.store.update(name, lambda s: taken.append(
+            s.request_interruption(target, notice, "interrupt")) or taken[0])
+        if not taken[0]:
+            raise UserInputError(f"{what}: the job cannot be interrupted now (it is "
+                                 f"{asked.status.value}"
+                                 f"{', an interruption is under way' if asked.pending else ''})")
 
     @_boto3_api
     def update_training_job(self, **kwargs: Any) -> dict[str, Any]:
