@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ddpjob_runtime import proctitle
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError
@@ -238,7 +239,8 @@ class LocalSageMakerClient:
         args = proctree.cmdline(pid)
         if not args:  # unreadable for a moment while the new process execs: it is ours
             return True
-        return SUPERVISOR_MODULE in args and any(a.endswith(f"/{name}") for a in args)
+        return args == [proctitle.title("supervisor", name)] or (
+            SUPERVISOR_MODULE in args and any(a.endswith(f"/{name}") for a in args))
 
     def _seen(self, name: str) -> JobState:
         """The job's state as readers see it: a running job whose supervisor is gone has ended

@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from ddpjob_runtime import processes
+from ddpjob_runtime import processes, proctitle
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, hostkind, metrics, poolkeeper, pools, staging
+from ddpjob.local import failure_cause, hostkind, metrics, poolkeeper, pools, stacks, staging
 from ddpjob.local.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import MESSAGES, JobState
@@ -46,6 +46,7 @@ class Supervisor:
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
         self.internal_error: str | None = None
+        self.hung: str | None = None  # which ranks were elsewhere while others waited
         self.signalled = False
         self.metrics = metrics.MetricCollector(
             self.job_dir, self.request, {h: self.hosts.log_file(h) for h in self.hosts.names})
@@ -77,6 +78,7 @@ class Supervisor:
                      if decision.failed_host else "")  # fmt: skip
             if decision.end is EndCause.STOP_REQUESTED:
                 self._update(JobState.request_stop)
+            self.hung = stacks.dump_before_end(self.job_dir, self.hosts.names, decision.end.value)
             self.hosts.terminate()
         elif decision.progress is not None:
             self._update(lambda s: s.progress(decision.progress))
@@ -130,7 +132,7 @@ class Supervisor:
         self.retries.append(what)
         self.hosts.end_all()
         self.hosts.forget()
-        self.cause = self.failed_host = None
+        self.cause = self.failed_host = self.hung = None
         if not hostkind.runs_image_program(self.request):  # such a host restores its own
             staging.stage_checkpoint(self.job_dir, self.request)
         if self._update(JobState.start_again).status is SecondaryStatus.STARTING:
@@ -170,6 +172,7 @@ class Supervisor:
         elif final is SecondaryStatus.MAX_RUNTIME_EXCEEDED:
             limit = self.request["StoppingCondition"]["MaxRuntimeInSeconds"]
             reason = f"MaxRuntimeExceeded: the job ran longer than MaxRuntimeInSeconds ({limit} s)"
+        reason = stacks.with_note(reason, self.hung, MESSAGES[final], REASON_CHARS)
 
         def change(state: JobState) -> bool:
             state.record_exit_codes(codes)
@@ -251,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     os.umask(0o077)  # the job's files (roots, logs, checkpoints, outputs) are the user's only
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(message)s")
     job_dir = Path(argv[0]).absolute()
+    proctitle.set_title("supervisor", job_dir.name)
     supervisor = Supervisor(JobStore(job_dir.parent.parent), job_dir.name)
 
     def on_signal(signum: int, _frame: object) -> None:
