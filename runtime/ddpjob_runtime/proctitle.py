@@ -3,11 +3,12 @@
 Every process of a local job runs the same interpreter (most are forked from the job's
 template), so their command lines alone cannot tell a host's runtime from a worker. Each role
 names itself once it starts: `ddpjob-train algo-2`, `ddpjob-agent algo-2`,
-`ddpjob-worker algo-2 rank 3`, `ddpjob-supervisor JOB`, `ddpjob-template FOLDER`,
-`ddpjob-pool-keeper POOL`. `setproctitle` (what Ray, gunicorn and Celery use) writes the title;
-its `SPT_NOENV` keeps /proc/<pid>/environ as it was, which tools (and the tests' check for
-processes left behind) read. A process forked from the template shows the command line that the
-template set for it (`show`): there the title is shown the same way.
+`ddpjob-worker algo-2 rank 3`, `ddpjob-supervisor JOB_DIR`, `ddpjob-template FOLDER` (the
+job's or the warm pool's), `ddpjob-pool-keeper POOL_FOLDER`. `setproctitle` (what Ray,
+gunicorn and Celery use) writes the title; its `SPT_NOENV` keeps /proc/<pid>/environ as it was,
+which tools (and the tests' check for processes left behind) read. A process forked from the
+template shows the command line that the template set for it (`show`): there the title is
+shown the same way.
 """
 
 from __future__ import annotations

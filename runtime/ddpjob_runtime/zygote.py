@@ -286,7 +286,7 @@ def preload() -> None:
 def main(argv: list[str]) -> None:
     """`python -m ddpjob_runtime.zygote FD FOLDER`: serve the listening socket FD."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    proctitle.set_title("template", *(os.path.basename(folder) for folder in argv[1:2]))
+    proctitle.set_title("template", *argv[1:2])
     listener = socket.socket(fileno=int(argv[0]))
     template = Template(listener)
     signal.signal(signal.SIGTERM, template.stop)

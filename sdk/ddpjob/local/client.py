@@ -239,8 +239,9 @@ class LocalSageMakerClient:
         args = proctree.cmdline(pid)
         if not args:  # unreadable for a moment while the new process execs: it is ours
             return True
-        return args == [proctitle.title("supervisor", name)] or (
-            SUPERVISOR_MODULE in args and any(a.endswith(f"/{name}") for a in args))
+        words = " ".join(args).split()  # a titled supervisor: `ddpjob-supervisor JOB_DIR`
+        return bool({SUPERVISOR_MODULE, proctitle.title("supervisor")} & set(words)) and any(
+            w.endswith(f"/{name}") for w in words)
 
     def _seen(self, name: str) -> JobState:
         """The job's state as readers see it: a running job whose supervisor is gone has ended

@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     os.umask(0o077)  # the job's files (roots, logs, checkpoints, outputs) are the user's only
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(message)s")
     job_dir = Path(argv[0]).absolute()
-    proctitle.set_title("supervisor", job_dir.name)
+    proctitle.set_title("supervisor", job_dir)
     supervisor = Supervisor(JobStore(job_dir.parent.parent), job_dir.name)
 
     def on_signal(signum: int, _frame: object) -> None:
