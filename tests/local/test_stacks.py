@@ -79,13 +79,19 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("preload", ["1", "0"], ids=["forked", "own-interpreters"])
 def test_stacks_of_a_hung_job_name_the_rank_elsewhere_and_a_stop_logs_them(
-    session: LocalSession, tmp_path: Path, config: Path, capsys: pytest.CaptureFixture
+    session: LocalSession, tmp_path: Path, config: Path, capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch, preload: str,
 ) -> None:
+    """Forked from the job's template or each process its own interpreter: the same titles
+    and stacks."""
+    monkeypatch.setenv("DDPJOB_PRELOAD", preload)
     _start_hung(session, tmp_path, "hung")
     job_dir = session.job_dir("hung")
     titles = _titles(session.home)
-    expected = {f"ddpjob-supervisor {job_dir}", f"ddpjob-template {job_dir}"} | {
+    template = {f"ddpjob-template {job_dir}"} if preload == "1" else set()
+    expected = {f"ddpjob-supervisor {job_dir}", *template} | {
         f"ddpjob-{role} algo-{h}" for role in ("train", "agent") for h in (1, 2)} | {
         f"ddpjob-worker algo-{r // 2 + 1} rank {r}" for r in range(4)}
     assert expected <= set(titles), titles
