@@ -62,11 +62,18 @@ def title(role: str, *where: object) -> str:
 
 def set_title(role: str, *where: object) -> str:
     """Name this process `title(role, *where)` in `ps` and /proc; returns the title."""
-    import setproctitle  # only in the processes that name themselves (not the client's)
-
     text = title(role, *where)
-    os.environ.setdefault("SPT_NOENV", "1")  # the environment stays readable
-    setproctitle.setproctitle(text)
+    given = os.environ.get("SPT_NOENV")
+    os.environ["SPT_NOENV"] = "1"  # read once, at setproctitle's setup: the environment stays
+    try:
+        import setproctitle  # only in the processes that name themselves (not the client)
+
+        setproctitle.setproctitle(text)
+    finally:  # not passed on to the job's processes
+        if given is None:
+            del os.environ["SPT_NOENV"]
+        else:
+            os.environ["SPT_NOENV"] = given
     if _shown:  # forked from the template: /proc shows the buffers `show` set, not argv's
         show([text], dict(os.environ))
     return text
