@@ -228,10 +228,13 @@ def test_the_hung_note_needs_ranks_in_a_collective_and_ranks_elsewhere() -> None
 
     waiting = rank(0, ["/x/torch/distributed/distributed_c10d.py:3252:all_reduce",
                        "/x/torch/distributed/c10d_logger.py:83:wrapper",
-                       "/opt/ml/code/train.py:20:main"])
+                       "/opt/ml/code/train.py:20:main",
+                       "<frozen runpy>:88:_run_code", "/x/ddpjob_runtime/worker.py:71:run"])
     busy = rank(1, ["/usr/lib/python3.11/threading.py:320:wait",
                     "/opt/ml/code/train.py:17:slow_step", "/opt/ml/code/train.py:30:main"])
     assert waiting.where() == "waiting in all_reduce (train.py:20 in main)"
+    assert waiting.shown().splitlines()[-2:] == [
+        '  File "/opt/ml/code/train.py", line 20 in main', "  ... 2 frames of the runtime"]
     assert busy.where() == "elsewhere: train.py:17 in slow_step"
     assert stacks.hung_note([waiting, busy]) == (
         "rank 1 on algo-1 was elsewhere (train.py:17 in slow_step) while the others waited in "

@@ -100,6 +100,24 @@ class RankStacks:
             return f"waiting in {collective}" + (f" ({frame})" if frame else "")
         return f"elsewhere: {frame}" if frame else "elsewhere"
 
+    def shown(self) -> str:
+        """The dump, each thread's frames outside and below the job's code (the runtime's
+        wrapper, runpy) folded into one line."""
+        code = self.code_dir.rstrip("/") + "/"
+        blocks: list[list[str]] = []
+        for line in self.text.rstrip().splitlines():
+            if _THREAD.match(line) or not blocks:
+                blocks.append([])
+            blocks[-1].append(line)
+        shown = []
+        for block in blocks:
+            ours = [i for i, line in enumerate(block)
+                    if self.code_dir and line.startswith(f'  File "{code}')]
+            cut = ours[-1] + 1 if ours else len(block)
+            folded = len([line for line in block[cut:] if _FRAME.match(line)])
+            shown += block[:cut] + ([f"  ... {folded} frames of the runtime"] if folded else [])
+        return "\n".join(shown) or "(no answer)"
+
     def header(self) -> str:
         """`[algo-2 rank 3] waiting in all_reduce (train.py:20 in main)`."""
         return f"[{self.host} rank {self.rank}] {self.where()}"
@@ -188,7 +206,7 @@ def report(ranks: list[RankStacks], hosts: list[str]) -> str:
         if not mine:
             lines += ["", f"[{host}] no live rank registered for stack dumps"]
         for rank in mine:
-            lines += ["", rank.header(), rank.text.rstrip() or "(no answer)"]
+            lines += ["", rank.header(), rank.shown()]
     return "\n".join(lines) + "\n"
 
 
@@ -206,7 +224,7 @@ def dump_before_end(job_dir: Path, hosts: list[str], why: str) -> str | None:
             continue
         text = [f"ddpjob: the stacks of this host's ranks as the job ends ({why}):"]
         for rank in mine:
-            text += [rank.header(), rank.text.rstrip() or "(no answer)"]
+            text += [rank.header(), rank.shown()]
         with contextlib.suppress(OSError), open(hostroot.log_file(job_dir, host), "a") as out:
             out.write("\n".join(text) + "\n")
     if note:
