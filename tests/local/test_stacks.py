@@ -245,3 +245,42 @@ def test_the_hung_note_needs_ranks_in_a_collective_and_ranks_elsewhere() -> None
     assert silent.where().startswith("did not answer")
     assert stacks.with_note(None, None, "Stopped", 100) is None
     assert stacks.with_note("A: b\n\ndetails", "note", "x", 100) == "A: b; note\n\ndetails"
+
+
+_TITLED = textwrap.dedent("""
+    import sys, time
+    from ddpjob_runtime import proctitle
+
+    proctitle.set_title(sys.argv[1], sys.argv[2])
+    sys.stdout.write("titled\\n")
+    sys.stdout.flush()
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("role", ["supervisor", "pool-keeper"])
+def test_a_titled_supervisor_or_pool_keeper_is_still_recognised(tmp_path: Path,
+                                                                 role: str) -> None:
+    """The client tells its live supervisors and pool keepers from reused pids by their command
+    lines: titled ones too, and only those of their own job or pool."""
+    from ddpjob.local.client import LocalSageMakerClient
+    from ddpjob.local.pools import Pool, _is_keeper
+
+    folder = tmp_path / "home" / "jobs" / "job-1"
+    proc = subprocess.Popen([sys.executable, "-c", _TITLED, role, str(folder)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "titled\n"
+        shown = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode()
+        assert shown == f"ddpjob-{role} {folder}"
+        if role == "supervisor":
+            assert LocalSageMakerClient._is_supervisor(proc.pid, "job-1")
+            assert not LocalSageMakerClient._is_supervisor(proc.pid, "job-2")
+        else:
+            pool = Pool("job-1", "key", "Available", 60, "local", 1, keeper_pid=proc.pid)
+            assert _is_keeper(pool)
+            assert not _is_keeper(Pool("job-2", "key", "Available", 60, "local", 1,
+                                       keeper_pid=proc.pid))
+    finally:
+        proc.kill()
+        proc.wait()
