@@ -243,8 +243,8 @@ def test_the_hung_note_needs_ranks_in_a_collective_and_ranks_elsewhere() -> None
     silent = stacks.RankStacks("algo-1", 2, "")
     assert stacks.hung_note([waiting, silent]) is None
     assert silent.where().startswith("did not answer")
-    assert stacks.with_note(None, None, "Stopped", 100) is None
-    assert stacks.with_note("A: b\n\ndetails", "note", "x", 100) == "A: b; note\n\ndetails"
+    assert stacks.with_hung_note(None, None, "Stopped", 100) is None
+    assert stacks.with_hung_note("A: b\n\ndetails", "note", "x", 100) == "A: b; note\n\ndetails"
 
 
 _TITLED = textwrap.dedent("""

@@ -232,7 +232,7 @@ def dump_before_end(job_dir: Path, hosts: list[str], why: str) -> str | None:
     return note
 
 
-def with_note(reason: str | None, note: str | None, default: str, limit: int) -> str | None:
+def with_hung_note(reason: str | None, note: str | None, default: str, limit: int) -> str | None:
     """`reason` (else `default`) with `note` at the end of its headline, in `limit` characters."""
     if note is None:
         return reason

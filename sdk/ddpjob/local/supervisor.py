@@ -22,11 +22,12 @@ from pathlib import Path
 from ddpjob_runtime import processes, proctitle
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, hostkind, metrics, poolkeeper, pools, stacks, staging
+from ddpjob.local import failure_cause, hostkind, metrics, poolkeeper, pools, staging
 from ddpjob.local.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import MESSAGES, JobState
 from ddpjob.local.jobstore import JobStore
+from ddpjob.local.stacks import dump_before_end, with_hung_note
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -78,7 +79,7 @@ class Supervisor:
                      if decision.failed_host else "")  # fmt: skip
             if decision.end is EndCause.STOP_REQUESTED:
                 self._update(JobState.request_stop)
-            self.hung = stacks.dump_before_end(self.job_dir, self.hosts.names, decision.end.value)
+            self.hung = dump_before_end(self.job_dir, self.hosts.names, decision.end.value)
             self.hosts.terminate()
         elif decision.progress is not None:
             self._update(lambda s: s.progress(decision.progress))
@@ -172,7 +173,7 @@ class Supervisor:
         elif final is SecondaryStatus.MAX_RUNTIME_EXCEEDED:
             limit = self.request["StoppingCondition"]["MaxRuntimeInSeconds"]
             reason = f"MaxRuntimeExceeded: the job ran longer than MaxRuntimeInSeconds ({limit} s)"
-        reason = stacks.with_note(reason, self.hung, MESSAGES[final], REASON_CHARS)
+        reason = with_hung_note(reason, self.hung, MESSAGES[final], REASON_CHARS)
 
         def change(state: JobState) -> bool:
             state.record_exit_codes(codes)
