@@ -150,7 +150,7 @@ def _ask(request: _Request) -> bool:
     try:
         request.dump.write_text("")
         os.kill(int(request.info["pid"]), stackdump.STACK_SIGNAL)
-    except (OSError, ProcessLookupError):
+    except OSError:  # ProcessLookupError among them
         return False
     return True
 
