@@ -309,7 +309,7 @@ def test_stop_a_running_job_from_another_process(home: Path, tmp_path: Path) -> 
 # ---------------------------------------------------------------------------- help and parsing
 
 COMMANDS = [[], ["run"], ["jobs"], ["jobs", "list"], ["jobs", "describe"], ["logs"], ["stop"],
-            ["download"]]
+            ["download"], ["stacks"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "ddpjob")

@@ -25,7 +25,7 @@ import time
 
 import torch.distributed as dist
 
-from ddpjob_runtime import failure, forkrun, restarts
+from ddpjob_runtime import failure, forkrun, proctitle, restarts
 
 log = logging.getLogger("ddpjob_runtime.agent")
 
@@ -184,6 +184,7 @@ def _take_log_level() -> None:
 
 def main(argv: list[str]) -> int:
     """Run torchrun with `argv`; the exit code (1 when a worker failed, as torchrun)."""
+    proctitle.set_title("agent", os.environ.get("SM_CURRENT_HOST"))
     dist.TCPStore = BoundTCPStore  # before torchrun's modules use the name
     _take_log_level()
     from torch.distributed import run

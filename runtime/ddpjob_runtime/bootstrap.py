@@ -26,6 +26,7 @@ from ddpjob_runtime import (
     hosts,
     launcher,
     phases,
+    proctitle,
     sm_variables,
     sourcedir,
     storage,
@@ -99,6 +100,7 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
         {
             contract.ENV_CHECKPOINT_DIR: str(env.checkpoint_dir),
             failure.RECORD_DIR_ENV: str(tmp_dir / RECORDS),
+            contract.ENV_STACKS_DIR: str(env.root / contract.STACKS_DIR),
             "TMPDIR": str(tmp_dir),  # torchrun's and the workers' temporary files
             "PYTHONUNBUFFERED": "1",
         }
@@ -280,6 +282,7 @@ def train(root: Path | None = None) -> int:
 def main() -> None:
     """Console entry point `ddpjob-train`."""
     _setup_logging()
+    proctitle.set_title("train", _host_of(job_root()))
     sys.exit(train())
 
 

@@ -58,6 +58,9 @@ ENV_CHECKPOINT_DIR = "DDPJOB_CHECKPOINT_DIR"
 ENV_CHECKPOINT_URI = "DDPJOB_CHECKPOINT_URI"
 ENV_TENSORBOARD_DIR = "DDPJOB_TENSORBOARD_DIR"  # TensorBoardOutputConfig.LocalPath, mapped
 ENV_FAILURE_DIR = "DDPJOB_FAILURE_DIR"
+# Where each worker registers for stack dumps (`stackdump`): under the host's root, STACKS_DIR.
+ENV_STACKS_DIR = "DDPJOB_STACKS_DIR"
+STACKS_DIR = "tmp/stacks"
 ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
 ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template process (`zygote`), its unix socket name
 # In a process forked from the template: the pid of its launcher (the process that asked the

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from ddpjob_runtime import failure, processes
+from ddpjob_runtime import failure, processes, proctitle, stackdump
 from ddpjob_runtime.entrypoint import EntryKind, entry_kind
 
 _EXCEPTION_CHARS = 700
@@ -137,11 +137,20 @@ def _exit_before_native_teardown(code: int = 0) -> None:
     os._exit(code)
 
 
+def _identify() -> None:
+    """Say in `ps` which host and rank this worker is, and dump its stacks when asked."""
+    map_mpi_variables(os.environ)
+    rank = int(os.environ.get("RANK", "0"))
+    proctitle.set_title("worker", os.environ.get("SM_CURRENT_HOST"), f"rank {rank}")
+    stackdump.register(rank)
+
+
 def main() -> None:
     """Console entry of the wrapper (run by torchrun, mpirun or the bootstrap)."""
     if len(sys.argv) < 2:
         sys.exit("usage: python -m ddpjob_runtime.worker ENTRY_POINT [ARGS...]")
     processes.die_with_parent(signal.SIGKILL)  # no worker outlives its launcher
+    _identify()
     atexit.register(_exit_before_native_teardown)
     code = run(sys.argv[1:])
     if code == 0:

@@ -38,7 +38,7 @@ import weakref
 from dataclasses import dataclass
 from errno import EINVAL
 
-from ddpjob_runtime import contract, processes
+from ddpjob_runtime import contract, processes, proctitle
 
 log = logging.getLogger("ddpjob_runtime.zygote")
 
@@ -56,7 +56,6 @@ PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.pa
 _MAX_REQUEST = 1 << 20
 _CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
 _CAPS_V3 = 0x20080522
-_PR_SET_MM, _PR_SET_MM_MAP = 35, 14
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -69,39 +68,6 @@ class Request:
     env: dict[str, str]
     cwd: str
     launcher: int | None = None
-
-
-class _MMMap(ctypes.Structure):  # struct prctl_mm_map
-    _fields_ = [(name, ctypes.c_uint64) for name in (
-        "start_code", "end_code", "start_data", "end_data", "start_brk", "brk", "start_stack",
-        "arg_start", "arg_end", "env_start", "env_end", "auxv")] + [
-        ("auxv_size", ctypes.c_uint32), ("exe_fd", ctypes.c_int32)]
-
-
-_shown: list[ctypes.Array] = []  # the buffers /proc/self/{cmdline,environ} now show
-
-
-def _show(argv: list[str], env: dict[str, str]) -> None:
-    """Make /proc/self/cmdline and /proc/self/environ (`ps`, tools) show this process's own
-    command and environment, not the template's (PR_SET_MM_MAP; best effort)."""
-    with open("/proc/self/stat") as file:
-        stat = file.read()
-    fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is the 3rd field, the state
-    cmdline = ctypes.create_string_buffer(b"\0".join(os.fsencode(a) for a in argv) + b"\0")
-    environ = ctypes.create_string_buffer(
-        b"".join(os.fsencode(f"{k}={v}") + b"\0" for k, v in env.items()) + b"\0")
-    _shown[:] = [cmdline, environ]
-    number = {name: int(fields[i - 3]) for name, i in (
-        ("start_code", 26), ("end_code", 27), ("start_stack", 28), ("start_data", 45),
-        ("end_data", 46), ("start_brk", 47))}
-    mm = _MMMap(**number, exe_fd=-1)
-    _libc.sbrk.restype = ctypes.c_void_p
-    mm.brk = _libc.sbrk(0) or mm.start_brk
-    mm.arg_start = ctypes.addressof(cmdline)
-    mm.arg_end = mm.arg_start + len(cmdline.raw) - 1
-    mm.env_start = ctypes.addressof(environ)
-    mm.env_end = mm.env_start + len(environ.raw) - 1
-    _libc.prctl(_PR_SET_MM, _PR_SET_MM_MAP, ctypes.byref(mm), ctypes.sizeof(mm), 0)
 
 
 class _Caps(ctypes.Structure):
@@ -184,7 +150,7 @@ def _become(request: Request, base_path: list[str]) -> None:
     if random is not None:  # fresh entropy, as a fresh interpreter would have
         random.seed()
     sys.argv = [request.argv[0], *request.argv[1:]]
-    _show([sys.executable, "-m", *request.argv], request.env)
+    proctitle.show([sys.executable, "-m", *request.argv], request.env)
     runpy.run_module(request.argv[0], run_name="__main__", alter_sys=True)
 
 
@@ -320,6 +286,7 @@ def preload() -> None:
 def main(argv: list[str]) -> None:
     """`python -m ddpjob_runtime.zygote FD FOLDER`: serve the listening socket FD."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    proctitle.set_title("template", *argv[1:2])
     listener = socket.socket(fileno=int(argv[0]))
     template = Template(listener)
     signal.signal(signal.SIGTERM, template.stop)

@@ -9,6 +9,7 @@ import abc
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.naming import check_job_name
 from ddpjob.notebook_session import NotebookConveniences
@@ -74,6 +75,14 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         """
         self.describe(job_name)  # a clear error now for an unknown job
         return self._logs(job_name, follow)
+
+    def stacks(self, job_name: str) -> str:
+        """Every rank's Python stacks of the running job `job_name`, each headed by host and
+        rank: local jobs only (see `LocalSession.stacks`); here one clear error."""
+        raise UserInputError(
+            f"stacks: only local jobs show their ranks' stacks; the processes of {self.label} "
+            f"job {check_job_name(job_name)} are not on this machine (rehearse the job locally "
+            f"with instance_type='local' to see where a hung rank is)")
 
     @abc.abstractmethod
     def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:

@@ -168,6 +168,8 @@ def _add_job_commands(commands: argparse._SubParsersAction) -> None:
     stop.add_argument("name")
     _add_backend_options(stop)
 
+    _add_stacks(commands)
+
     download = commands.add_parser("download", help="download a job's model or checkpoint",
                                    description="Download model.tar.gz (or, with --checkpoint, "
                                                "a complete checkpoint) into DIR.")
@@ -178,6 +180,25 @@ def _add_job_commands(commands: argparse._SubParsersAction) -> None:
     download.add_argument("--step", type=_int_at_least(0),
                           help="with --checkpoint: this step, not the latest")
     _add_backend_options(download)
+
+
+def _add_stacks(commands: argparse._SubParsersAction) -> None:
+    """`stacks`: where every rank of a running local job is."""
+    stacks = commands.add_parser(
+        "stacks", help="print every rank's Python stack of a running local job",
+        description="Print the Python stack of every rank on every host of a running local job "
+                    "(within seconds), each headed '[algo-N rank R]' and saying whether the "
+                    "rank waits in a collective (e.g. 'waiting in all_reduce') or is elsewhere "
+                    "(its innermost frame in the job's code): a hung job's odd rank out. A job "
+                    "that is stopped or exceeds max_run also writes them into its log. Local "
+                    "jobs only.")
+    stacks.add_argument("name")
+    _add_backend_options(stacks)
+
+
+def _stacks(args: argparse.Namespace, config: Config) -> int:
+    print(_session(args, config).stacks(args.name), end="")
+    return EXIT_OK
 
 
 def _session(args: argparse.Namespace, config: Config, backend: str | None = None):
@@ -327,7 +348,8 @@ def _cache(args: argparse.Namespace, config: Config) -> int:
 
 
 _COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download,
-             "cache": _cache, "pools": pools_cli.run, "interrupt": interrupt_cli.run}
+             "cache": _cache, "pools": pools_cli.run, "interrupt": interrupt_cli.run,
+             "stacks": _stacks}
 
 
 def _error(message: str, *, bad_input: bool = False) -> None:

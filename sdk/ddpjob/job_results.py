@@ -39,6 +39,12 @@ class JobResults:
         """Stop the latest job."""
         self._job().stop()
 
+    def stacks(self) -> None:
+        """Print every rank's Python stacks of the latest job while it runs, headed by host and
+        rank, naming the ranks that wait in a collective and those elsewhere (local jobs only;
+        `session.stacks(job_name)` returns the text)."""
+        print(self.session.stacks(self._job().name), end="", flush=True)
+
     @property
     def model_data(self) -> str | None:
         """URI of the latest job's model.tar.gz (where it is, or will be once Completed)."""

@@ -38,8 +38,9 @@ def test_the_ranks_of_every_host_are_forked_from_the_jobs_template(
 ) -> None:
     parents = _parents(session, tmp_path, "forked")
     assert sorted(parents) == ["0", "1", "2", "3"]
-    assert all("ddpjob_runtime.zygote" in p for p in parents.values()), parents
-    assert len(set(parents.values())) == 1  # one template for both hosts
+    # one template for both hosts, titled by its job
+    assert {p.strip() for p in parents.values()} == {
+        f"ddpjob-template {session.job_dir('forked')}"}, parents
     assert "template process" in (session.job_dir("forked") / "supervisor.log").read_text()
 
 
@@ -49,7 +50,9 @@ def test_without_templates_every_rank_is_started_by_its_agent(
     monkeypatch.setenv("DDPJOB_PRELOAD", "0")
     parents = _parents(session, tmp_path, "cold")
     assert sorted(parents) == ["0", "1", "2", "3"]
-    assert all("ddpjob_runtime.agent" in p for p in parents.values()), parents
+    assert {r: p.strip() for r, p in parents.items()} == {  # each its host's agent, titled
+        "0": "ddpjob-agent algo-1", "1": "ddpjob-agent algo-1",
+        "2": "ddpjob-agent algo-2", "3": "ddpjob-agent algo-2"}
     assert not (session.job_dir("cold") / "logs" / "template.log").exists()
 
 

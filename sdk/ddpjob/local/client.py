@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ddpjob_runtime import proctitle
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
@@ -286,7 +287,9 @@ class LocalSageMakerClient:
         args = proctree.cmdline(pid)
         if not args:  # unreadable for a moment while the new process execs: it is ours
             return True
-        return SUPERVISOR_MODULE in args and any(a.endswith(f"/{name}") for a in args)
+        words = " ".join(args).split()  # a titled supervisor: `ddpjob-supervisor JOB_DIR`
+        return bool({SUPERVISOR_MODULE, proctitle.title("supervisor")} & set(words)) and any(
+            w.endswith(f"/{name}") for w in words)
 
     def _seen(self, name: str) -> JobState:
         """The job's state as readers see it: a running job whose supervisor is gone has ended

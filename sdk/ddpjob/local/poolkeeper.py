@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import proctitle
+
 from ddpjob.local import poolcache, pools, proctree
 from ddpjob.local.templates import Template
 
@@ -118,6 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     folder = Path((sys.argv[1:] if argv is None else argv)[0]).absolute()
     home = folder.parent.parent
     logging.basicConfig(level=logging.INFO, format="%(asctime)s poolkeeper %(message)s")
+    proctitle.set_title("pool-keeper", folder)
     signalled: list[str] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: signalled.append(

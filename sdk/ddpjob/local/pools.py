@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import fsutil
+from ddpjob_runtime import fsutil, proctitle
 from ddpjob_runtime.errors import UnsafePathError
 
 from ddpjob.local import poolcache, proctree
@@ -235,7 +235,9 @@ def stop(home: Path, pool_id: str, reason: str = "stopped by the user") -> Pool:
 def _is_keeper(pool: Pool) -> bool:
     """Whether the pool's keeper pid is still its keeper (pids get reused)."""
     args = proctree.cmdline(pool.keeper_pid) if pool.keeper_pid else []
-    return KEEPER_MODULE in args and any(a.endswith(f"/{pool.id}") for a in args)
+    words = " ".join(args).split()  # a titled keeper: `ddpjob-pool-keeper POOL_FOLDER`
+    return bool({KEEPER_MODULE, proctitle.title("pool-keeper")} & set(words)) and any(
+        w.endswith(f"/{pool.id}") for w in words)
 
 
 def _of_job(home: Path, job: str) -> Pool | None:

@@ -22,7 +22,7 @@ from ddpjob_runtime.storage.uris import LOCAL_BUCKET
 
 from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage
-from ddpjob.errors import UserInputError
+from ddpjob.errors import DdpjobError, UserInputError
 from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
@@ -211,6 +211,22 @@ class LocalSession(BaseSession):
                 break
             filters = {**filters, "NextToken": page["NextToken"]}
         return jobs[:max_results]
+
+    def stacks(self, job_name: str) -> str:
+        """Every rank's Python stacks of the running job `job_name`, within seconds: each
+        headed `[algo-2 rank 3]` and where the rank is (`waiting in all_reduce (...)`, or
+        `elsewhere: train.py:17 in slow_step`), a line first naming the ranks that are elsewhere
+        while the others wait in a collective. JobNotFoundError for an unknown job; DdpjobError
+        for one that has ended (its log holds the stacks of the ranks still running when it was
+        stopped)."""
+        from ddpjob.local import stacks
+
+        job = self.describe(job_name)
+        if job.is_terminal:
+            raise DdpjobError(f"stacks: training job {job_name} has already ended ({job.status}); "
+                              f"its log holds the stacks of ranks that ran until its end")
+        hosts = hostroot.host_names(self._client.store.request(job_name))
+        return stacks.report(stacks.collect(self.job_dir(job_name), hosts), hosts)
 
     # --- files of a job ----------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ddpjob_runtime import processes
+from ddpjob_runtime import processes, proctitle
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
 from ddpjob.local import (
@@ -39,6 +39,7 @@ from ddpjob.local.decision import Decision, Observation, decide, platform_failur
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import MESSAGES, JobState
 from ddpjob.local.jobstore import JobStore
+from ddpjob.local.stacks import dump_before_end, with_hung_note
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
@@ -58,6 +59,7 @@ class Supervisor:
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
         self.internal_error: str | None = None
+        self.hung: str | None = None  # which ranks were elsewhere while others waited
         self.signalled = False
         self.metrics = metrics.MetricCollector(
             self.job_dir, self.request, {h: self.hosts.log_file(h) for h in self.hosts.names})
@@ -98,6 +100,7 @@ class Supervisor:
                      if decision.failed_host else "")  # fmt: skip
             if decision.end is EndCause.STOP_REQUESTED:
                 self._update(JobState.request_stop)
+            self.hung = dump_before_end(self.job_dir, self.hosts.names, decision.end.value)
             self.hosts.terminate()
         elif decision.progress is not None:
             self._update(lambda s: s.progress(decision.progress))
@@ -176,7 +179,7 @@ class Supervisor:
         log.warning("%s", message)
         self.hosts.end_all()
         self.hosts.forget()
-        self.cause = self.failed_host = None
+        self.cause = self.failed_host = self.hung = None
         if not hostkind.runs_image_program(self.request):  # such a host restores its own
             staging.stage_checkpoint(self.job_dir, self.request)
         if self._update(JobState.start_again).status is SecondaryStatus.STARTING:
@@ -242,6 +245,7 @@ class Supervisor:
             limit = self.request["StoppingCondition"]["MaxWaitTimeInSeconds"]
             reason = (f"MaxWaitTimeExceeded: the spot job did not complete within "
                       f"MaxWaitTimeInSeconds ({limit} s), interruptions included")
+        reason = with_hung_note(reason, self.hung, MESSAGES[final], REASON_CHARS)
 
         def change(state: JobState) -> bool:
             state.record_exit_codes(codes)
@@ -359,6 +363,7 @@ def main(argv: list[str] | None = None) -> None:
     os.umask(0o077)  # the job's files (roots, logs, checkpoints, outputs) are the user's only
     logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(message)s")
     job_dir = Path(argv[0]).absolute()
+    proctitle.set_title("supervisor", job_dir)
     supervisor = Supervisor(JobStore(job_dir.parent.parent), job_dir.name)
 
     def on_signal(signum: int, _frame: object) -> None:
