@@ -98,7 +98,7 @@ class Answers:
         if service == "s3":
             if params.get("Bucket") != LOCAL_BUCKET and operation != "ListBuckets":
                 return None
-            found = getattr(self.bucket, botocore.xform_name(operation), None)
+            found = self.bucket.handler(operation)
         elif service == "logs":
             if not self.logs.knows(self.logs.job_of(params)):
                 return None
