@@ -155,12 +155,14 @@ class LocalBucket:
                      "ContentRange": f"bytes {first}-{last}/{stored.size}"}
 
     def head_object(self, params: dict[str, Any]) -> Answer:
-        """HeadObject: size, ETag and time (a bare 404 when missing, as S3), of the `Range`
-        asked for if any."""
+        """HeadObject: size, ETag and time of the object, or of the `Range` asked for (errors
+        bare, as S3 answers a HEAD: no body, the status as the code)."""
         stored = self._object(params)
         if not isinstance(stored, Stored):
             return error(404, "404", "Not Found")
-        return self._ranged(stored, params.get("Range", ""))
+        status, head = self._ranged(stored, params.get("Range", ""))
+        return error(416, "416", "Requested Range Not Satisfiable") if status == 416 else (
+            status, head)
 
     def get_object(self, params: dict[str, Any]) -> Answer:
         """GetObject: the object as a streaming body, or the `Range` of it asked for."""

@@ -79,17 +79,17 @@ class Uploads:
         if numbers != sorted(set(numbers)):
             return error(400, "InvalidPartOrder", "The list of parts was not in ascending "
                          "order. Parts must be ordered by part number.")
-        for index, part in enumerate(parts):
-            path = folder / f"{part.get('PartNumber', 0):05d}"
+        paths = [folder / f"{number:05d}" for number in numbers]
+        for part, path in zip(parts, paths, strict=True):
             if not path.is_file() or part.get("ETag", "").strip('"') != \
                     _part_etag(path).strip('"'):
                 return error(400, "InvalidPart", "One or more of the specified parts could not "
                              "be found.  The part may not have been uploaded, or the specified "
                              "entity tag may not match the part's entity tag.",
                              PartNumber=str(part.get("PartNumber")), ETag=part.get("ETag", ""))
-            if index < len(parts) - 1 and path.stat().st_size < MIN_PART_SIZE:
-                return error(400, "EntityTooSmall", "Your proposed upload is smaller than the "
-                             "minimum allowed size")
+        if any(path.stat().st_size < MIN_PART_SIZE for path in paths[:-1]):
+            return error(400, "EntityTooSmall", "Your proposed upload is smaller than the "
+                         "minimum allowed size")
         return None
 
     def complete(self, params: dict[str, Any]) -> Answer:
