@@ -92,9 +92,10 @@ class LocalBucket:
 
         def answer(params: dict[str, Any]) -> Answer:
             key = params.get("Key")
-            if operation in _KEYED and len(str(key).encode(errors="replace")) > MAX_KEY_BYTES:
+            size = len(str(key).encode(errors="replace"))
+            if operation in _KEYED and size > MAX_KEY_BYTES:
                 return error(400, "KeyTooLongError", "Your key is too long",
-                             MaxSizeAllowed=str(MAX_KEY_BYTES), Size=str(len(key.encode())))
+                             MaxSizeAllowed=str(MAX_KEY_BYTES), Size=str(size))
             try:
                 return method(params)
             except OSError as exc:  # a full disk, a folder made unwritable ...
@@ -125,8 +126,8 @@ class LocalBucket:
     def list_buckets(self, params: dict[str, Any]) -> Answer:
         """ListBuckets: the local bucket alone (the official SDK looks its default one up)."""
         self.head_bucket(params)
-        created = Stored("", self.root, 0, self.root.stat())
-        return 200, {"Buckets": [{"Name": LOCAL_BUCKET, "CreationDate": modified(created)}],
+        created = modified(self.root.stat())
+        return 200, {"Buckets": [{"Name": LOCAL_BUCKET, "CreationDate": created}],
                      "Owner": OWNER}
 
     # --- objects -------------------------------------------------------------------------
@@ -138,7 +139,7 @@ class LocalBucket:
 
     def _head(self, stored: Stored) -> dict[str, Any]:
         return {"ContentLength": stored.size, "ETag": etag(stored), "Metadata": {},
-                "LastModified": modified(stored), "ContentType": "binary/octet-stream",
+                "LastModified": modified(stored.stat), "ContentType": "binary/octet-stream",
                 "AcceptRanges": "bytes"}
 
     def _ranged(self, stored: Stored, header: str) -> Answer:

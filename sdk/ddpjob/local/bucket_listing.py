@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as dt
+import os
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
@@ -38,8 +39,9 @@ def etag(stored: Stored) -> str:
     return f'"{stored.size:x}-{stored.stat.st_mtime_ns:x}"'
 
 
-def modified(stored: Stored) -> dt.datetime:
-    return dt.datetime.fromtimestamp(stored.stat.st_mtime, dt.timezone.utc)
+def modified(stat: os.stat_result) -> dt.datetime:
+    """The time a file (an object, the bucket's folder) last changed."""
+    return dt.datetime.fromtimestamp(stat.st_mtime, dt.timezone.utc)
 
 
 def _entries(objects: Iterable[Stored], prefix: str,
@@ -96,7 +98,7 @@ def _body(params: dict[str, Any], objects: Iterable[Stored],
     encode = _encoder(params)
     response: dict[str, Any] = {"Name": LOCAL_BUCKET, "Prefix": prefix,
                                 "MaxKeys": max_keys, "IsTruncated": truncated}
-    contents = [{"Key": encode(name), "LastModified": modified(stored), "ETag": etag(stored),
+    contents = [{"Key": encode(name), "LastModified": modified(stored.stat), "ETag": etag(stored),
                  "Size": stored.size, "StorageClass": "STANDARD"}
                 for name, stored in page if stored is not None]
     common = [{"Prefix": encode(name)} for name, stored in page if stored is None]

@@ -28,8 +28,7 @@ _NO_UPLOAD = (404, "NoSuchUpload", "The specified upload does not exist. The upl
 
 
 def _part_etag(path: Path) -> str:
-    stat = path.stat()
-    return etag(Stored("", path, 0, stat))
+    return etag(Stored(path.name, path, 0, path.stat()))
 
 
 class Uploads:
