@@ -30,7 +30,7 @@ __all__ = ["Answer", "LocalBucket", "error"]
 log = logging.getLogger(__name__)
 MAX_KEY_BYTES = 1024  # S3's longest key, in bytes of UTF-8
 _CHUNK = 8 * 1024 * 1024
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+_RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)")  # ASCII digits only, as HTTP
 _KEYED = {"PutObject", "GetObject", "HeadObject", "DeleteObject", "CreateMultipartUpload",
           "UploadPart", "CompleteMultipartUpload", "AbortMultipartUpload"}
 #: The operations answered (each a method of LocalBucket, by botocore's snake-case name).
