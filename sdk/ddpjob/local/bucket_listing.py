@@ -60,7 +60,8 @@ def _entries(objects: Iterable[Stored], prefix: str,
 def _page(entries: list[tuple[str, Stored | None]], after: str,
           max_keys: int) -> tuple[list[tuple[str, Stored | None]], bool]:
     """The entries after `after` that fit on a page, and whether more follow."""
-    rest = [entry for entry in entries if entry[0].encode() > after.encode()]
+    start = after.encode()
+    rest = [entry for entry in entries if entry[0].encode() > start]
     size = min(max_keys, PAGE_LIMIT)
     return rest[:size], size > 0 and len(rest) > size
 

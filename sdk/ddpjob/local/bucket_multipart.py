@@ -28,7 +28,7 @@ _NO_UPLOAD = (404, "NoSuchUpload", "The specified upload does not exist. The upl
 
 
 def _part_etag(path: Path) -> str:
-    return etag(Stored(path.name, path, 0, path.stat()))
+    return etag(Stored(path.name, str(path), 0, path.stat()))
 
 
 class Uploads:

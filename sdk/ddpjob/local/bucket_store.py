@@ -20,6 +20,7 @@ bytes. Every write is atomic (a temp file renamed into place) and private (0600)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Callable, Iterator
@@ -40,7 +41,7 @@ class Stored:
     """One object: its key, its file, and where its bytes start in that file."""
 
     key: str
-    path: Path
+    path: str  # not a Path: listings make one per file, and pathlib's are slow to make
     offset: int
     stat: os.stat_result
 
@@ -55,12 +56,16 @@ class Stored:
         return handle
 
 
+def _plain_part(part: str) -> bool:
+    """Whether one segment of a key is a file name that names only itself."""
+    return part not in ("", ".", "..") and "\\" not in part and "\x00" not in part \
+        and len(part.encode(errors="surrogateescape")) <= NAME_MAX
+
+
 def plain_name(key: str) -> bool:
     """Whether `key` is a relative path a file system keeps apart from every other key."""
     parts = key.split("/")
-    return not fsutil.is_temporary(parts[-1]) and all(
-        part not in ("", ".", "..") and "\\" not in part and "\x00" not in part
-        and len(part.encode()) <= NAME_MAX for part in parts)
+    return not fsutil.is_temporary(parts[-1]) and all(map(_plain_part, parts))
 
 
 class ObjectStore:
@@ -85,13 +90,13 @@ class ObjectStore:
         """The object of `key`, or None."""
         path = self._plain_path(key)
         if path is not None and self._inside(path) and path.is_file():
-            return Stored(key, path, 0, path.stat())
+            return Stored(key, str(path), 0, path.stat())
         path = self._escaped_path(key)
         try:
             stat = path.stat()
         except FileNotFoundError:
             return None
-        return Stored(key, path, _LENGTH + len(key.encode()), stat)
+        return Stored(key, str(path), _LENGTH + len(key.encode()), stat)
 
     def _inside(self, path: Path) -> bool:
         """Whether `path` resolves inside the folder (a link may point anywhere)."""
@@ -131,7 +136,8 @@ class ObjectStore:
         """Remove the object `key` (nothing when there is none)."""
         found = self.find(key)
         while found is not None:  # a plain file may hide an escaped copy a job's file made
-            found.path.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(found.path)
             found = self.find(key)
 
     # --- all keys ----------------------------------------------------------------------------
@@ -147,21 +153,30 @@ class ObjectStore:
                 yield stored
 
     def _plain_objects(self, prefix: str) -> Iterator[Stored]:
-        """The plain files under `prefix`, walking only the folder the prefix names."""
+        """The plain files under `prefix`, visiting only the folders that can hold such keys."""
         folder = prefix.rpartition("/")[0]
         if folder and not plain_name(folder):
             return  # no plain key starts with it
-        for top, dirs, files in os.walk(self.root / folder):
-            dirs.sort()
-            for name in files:
-                path = Path(top, name)
-                key = path.relative_to(self.root).as_posix()
-                if not key.startswith(prefix) or not _is_utf8(key) or not plain_name(key):
+        pending = [(os.path.join(self.root, folder), f"{folder}/" if folder else "")]
+        while pending:
+            directory, base = pending.pop()
+            try:
+                with os.scandir(directory) as scan:
+                    entries = list(scan)
+            except OSError:  # not a folder, or gone
+                continue
+            for entry in entries:
+                key = base + entry.name
+                if not _plain_part(entry.name) or not _is_utf8(entry.name):
                     continue
-                try:
-                    yield Stored(key, path, 0, path.stat())
-                except OSError:  # gone since the walk, or a dangling link
-                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if (key + "/").startswith(prefix) or prefix.startswith(key + "/"):
+                        pending.append((entry.path, key + "/"))
+                elif key.startswith(prefix) and not fsutil.is_temporary(entry.name):
+                    try:
+                        yield Stored(key, entry.path, 0, entry.stat())
+                    except OSError:  # gone since the scan, or a dangling link
+                        continue
 
     def _escaped_objects(self) -> Iterator[Stored]:
         if not self.escaped.is_dir():
@@ -176,7 +191,7 @@ class ObjectStore:
                     stat = os.fstat(handle.fileno())
             except (OSError, UnicodeDecodeError):  # gone since the scan
                 continue
-            yield Stored(key, Path(entry.path), _LENGTH + length, stat)
+            yield Stored(key, entry.path, _LENGTH + length, stat)
 
 
 def _is_utf8(name: str) -> bool:
