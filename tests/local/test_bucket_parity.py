@@ -322,4 +322,14 @@ def test_the_bucket_folder_stays_what_jobs_read(sides: tuple[Side, Side],
     assert s3.get_object(Bucket=LOCAL, Key="dropped/by/job.txt")["Body"].read() == b"job"
     s3.delete_object(Bucket=LOCAL, Key="a")
     assert s3.get_object(Bucket=LOCAL, Key="a/b")["Body"].read() == b"a/b"
+    s3.put_object(Bucket=LOCAL, Key="n/m", Body=b"n/m")  # the other order: the folder first
+    s3.put_object(Bucket=LOCAL, Key="n", Body=b"n")
+    assert (folder / "n" / "m").read_bytes() == b"n/m"
+    assert s3.get_object(Bucket=LOCAL, Key="n")["Body"].read() == b"n"
+    (folder / "outside").symlink_to(session.home / "secret")  # a link out is no object
+    (session.home / "secret").write_text("secret")
+    with pytest.raises(ClientError, match="NoSuchKey"):
+        s3.get_object(Bucket=LOCAL, Key="outside")
+    listed = [o["Key"] for o in s3.list_objects_v2(Bucket=LOCAL)["Contents"]]
+    assert listed == ["a/b", "data/", "data/f", "dropped/by/job.txt", "n", "n/m", "x/y", "x\\y"]
     assert not any(Path(p).name.endswith(".tmp") for p in folder.parent.rglob("*"))

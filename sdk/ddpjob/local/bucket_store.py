@@ -15,7 +15,8 @@ it; `a` and `a/b` cannot both be files). So a key is stored one of two ways:
   these as files of the folder; S3 calls see them as any other object.
 
 Keys are never normalised, so no two keys share a file, and no write replaces another key's
-bytes. Every write is atomic (a temp file renamed into place) and private (0600).
+bytes. Every write is atomic (a temp file renamed into place) and private (0600). A link in the
+folder that resolves outside it is no object (neither listed nor read), as before.
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ class ObjectStore:
                 if entry.is_dir(follow_symlinks=False):
                     if (key + "/").startswith(prefix) or prefix.startswith(key + "/"):
                         pending.append((entry.path, key + "/"))
-                elif key.startswith(prefix) and not fsutil.is_temporary(entry.name):
+                elif key.startswith(prefix) and not fsutil.is_temporary(entry.name) and (
+                        not entry.is_symlink() or self._inside(Path(entry.path))):
                     try:
                         yield Stored(key, entry.path, 0, entry.stat())
                     except OSError:  # gone since the scan, or a dangling link
