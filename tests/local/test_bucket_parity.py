@@ -313,6 +313,8 @@ def test_the_bucket_folder_stays_what_jobs_read(sides: tuple[Side, Side],
     ours, _ = sides
     s3, folder = ours.client, session.home / "buckets" / LOCAL
     for key in ("a", "a/b", "x/y", "x\\y", "data/", "data/f"):
+        put = s3.put_object(Bucket=LOCAL, Key=key, Body=key.encode() * 10_000)["ETag"]
+        assert s3.head_object(Bucket=LOCAL, Key=key)["ETag"] == put  # the object's own
         s3.put_object(Bucket=LOCAL, Key=key, Body=key.encode())
     assert (folder / "a").read_bytes() == b"a" and (folder / "x" / "y").read_bytes() == b"x/y"
     assert (folder / "data" / "f").read_bytes() == b"data/f"

@@ -16,7 +16,7 @@ it; `a` and `a/b` cannot both be files). So a key is stored one of two ways:
 
 Keys are never normalised, so no two keys share a file, and no write replaces another key's
 bytes. Every write is atomic (a temp file renamed into place) and private (0600). A link in the
-folder that resolves outside it is no object (neither listed nor read), as before.
+folder that resolves outside it is no object (neither listed nor read).
 """
 
 from __future__ import annotations
@@ -121,17 +121,19 @@ class ObjectStore:
         if path is not None and self._free(path):
             with fsutil.atomic_open(path, mode=PRIVATE) as out:
                 fill(out)
+                out.flush()  # the size and time the object will have
+                stat = os.fstat(out.fileno())
             self._escaped_path(key).unlink(missing_ok=True)  # the key lies in one place
-        else:
-            path = self._escaped_path(key)
-            self.escaped.mkdir(parents=True, exist_ok=True, mode=0o700)
-            with fsutil.atomic_open(path, mode=PRIVATE) as out:
-                name = key.encode()
-                out.write(len(name).to_bytes(_LENGTH, "big") + name)
-                fill(out)
-        found = self.find(key)
-        assert found is not None  # just written
-        return found
+            return Stored(key, str(path), 0, stat)
+        path = self._escaped_path(key)
+        self.escaped.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = key.encode()
+        with fsutil.atomic_open(path, mode=PRIVATE) as out:
+            out.write(len(name).to_bytes(_LENGTH, "big") + name)
+            fill(out)
+            out.flush()
+            stat = os.fstat(out.fileno())
+        return Stored(key, str(path), _LENGTH + len(name), stat)
 
     def delete(self, key: str) -> None:
         """Remove the object `key` (nothing when there is none)."""
