@@ -12,8 +12,9 @@ be). This module is the edge that promises AWS's shapes:
   does not hold go to AWS, as the SDK would have sent them;
 - STS GetCallerIdentity and IAM GetRole / SimulatePrincipalPolicy: a local account
   (`000000000000`) whose role `ddpjob-local` may do everything;
-- S3 of the bucket `sagemaker-local` (the session's default bucket): its folder under the home
-  (`bucket_api`); other buckets are real S3 (or `AWS_ENDPOINT_URL`'s).
+- S3 of the bucket `sagemaker-local` (the session's default bucket): its folder under the home,
+  with S3's answers and errors (`bucket_api`); other buckets are real S3 (or
+  `AWS_ENDPOINT_URL`'s).
 
 Any other operation of those services, or of any other service but S3, is refused with one line
 instead of leaving the machine. Credentials are never looked up from an instance or container
@@ -98,7 +99,7 @@ class Answers:
         if service == "s3":
             if params.get("Bucket") != LOCAL_BUCKET and operation != "ListBuckets":
                 return None
-            found = getattr(self.bucket, botocore.xform_name(operation), None)
+            found = self.bucket.handler(operation)
         elif service == "logs":
             if not self.logs.knows(self.logs.job_of(params)):
                 return None
