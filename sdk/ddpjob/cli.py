@@ -168,7 +168,13 @@ def _add_job_commands(commands: argparse._SubParsersAction) -> None:
     stop.add_argument("name")
     _add_backend_options(stop)
 
-    _add_stacks(commands)
+    stacks = commands.add_parser(
+        "stacks", help="print every rank's Python stack of a running local job",
+        description="Print every rank's Python stack on every host of a running local job, "
+                    "each headed '[algo-N rank R]' and saying whether it waits in a collective "
+                    "or is elsewhere (docs/hung-ranks.md). Local jobs only.")
+    stacks.add_argument("name")
+    _add_backend_options(stacks)
 
     download = commands.add_parser("download", help="download a job's model or checkpoint",
                                    description="Download model.tar.gz (or, with --checkpoint, "
@@ -180,20 +186,6 @@ def _add_job_commands(commands: argparse._SubParsersAction) -> None:
     download.add_argument("--step", type=_int_at_least(0),
                           help="with --checkpoint: this step, not the latest")
     _add_backend_options(download)
-
-
-def _add_stacks(commands: argparse._SubParsersAction) -> None:
-    """`stacks`: where every rank of a running local job is."""
-    stacks = commands.add_parser(
-        "stacks", help="print every rank's Python stack of a running local job",
-        description="Print the Python stack of every rank on every host of a running local job "
-                    "(within seconds), each headed '[algo-N rank R]' and saying whether the "
-                    "rank waits in a collective (e.g. 'waiting in all_reduce') or is elsewhere "
-                    "(its innermost frame in the job's code): a hung job's odd rank out. A job "
-                    "that is stopped or exceeds max_run also writes them into its log. Local "
-                    "jobs only.")
-    stacks.add_argument("name")
-    _add_backend_options(stacks)
 
 
 def _stacks(args: argparse.Namespace, config: Config) -> int:
@@ -227,22 +219,19 @@ def _estimator_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
     if args.processes_per_host is not None:
         kwargs["distribution"] = {**(kwargs.get("distribution") or {}),
                                   "processes_per_host": args.processes_per_host}
-    if args.inputs:
+    if args.inputs:  # one URI in the spec is the channel "training", as in fit()
         spec_inputs = fit_kwargs.get("inputs") or {}
-        if isinstance(spec_inputs, str):  # one URI is the channel "training", as in fit()
-            spec_inputs = {"training": spec_inputs}
+        spec_inputs = {"training": spec_inputs} if isinstance(spec_inputs, str) else spec_inputs
         fit_kwargs["inputs"] = {**spec_inputs, **dict(args.inputs)}
     if args.job_name:
         fit_kwargs["job_name"] = args.job_name
     if not kwargs.get("entry_point"):
-        raise UserInputError("run: an entry point is required (--entry-point or a spec's "
-                             "entry_point)")
+        raise UserInputError("run: an entry point is required (--entry-point or entry_point)")
     return kwargs, fit_kwargs
 
 
 def _require_role(kwargs: dict[str, Any], config: Config, backend: str) -> None:
-    """A backend whose jobs need a role: say so before anything touches AWS (the default bucket
-    is created on first use)."""
+    """A backend whose jobs need a role says so before anything touches AWS."""
     session_type = backends.named(backend).session_type()
     if not session_type.requires_role:
         return
