@@ -1,11 +1,17 @@
 """SageMaker's folder sync: a local folder mirrored to a storage URI while a job runs.
 
-SageMaker does this for `CheckpointConfig` (everything under `S3Uri` brought down before the
-script starts, new or changed files of `LocalPath` uploaded while it runs and at its end) and,
-upload-only, for `TensorBoardOutputConfig`. One implementation for both and for both kinds of
-local host: ddpjob's runtime and SageMaker's own PyTorch container played by the local backend.
-Nothing is ever deleted remotely, and nothing outside the folder is read: a link that resolves
-outside it is skipped with a warning. Torch-free.
+SageMaker does this for `CheckpointConfig` on every instance (everything under `S3Uri` brought
+down before the script starts, new or changed files of each instance's `LocalPath` uploaded to
+the same `S3Uri` while it runs and at its end; the last writer of a name wins) and, upload-only,
+for `TensorBoardOutputConfig`. One implementation for both and for every kind of local host:
+ddpjob's runtime, SageMaker's own PyTorch container and container commands played by the local
+backend. Nothing is ever deleted remotely, and nothing outside the folder is read: a link that
+resolves outside it is skipped with a warning.
+
+A sync given its `Writer` (every host's checkpoint sync) stamps its uploads (`upload_stamps`)
+and, before uploading a changed file, reads the stamp there (one HEAD): the same bytes are not
+sent again, and different bytes from another host of the same job are warned about once (a
+`logging` warning naming the file and the hosts). Torch-free.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ddpjob_runtime import fsutil, storage
+from ddpjob_runtime import fsutil, storage, upload_stamps
 from ddpjob_runtime.errors import ObjectNotFoundError
+from ddpjob_runtime.upload_stamps import Stamp, Writer
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +38,16 @@ class FolderSync:
 
     `skip(relative posix path)` names files that are not this sync's business (in either
     direction), e.g. checkpoint step folders that `ddpjob_runtime.checkpoints` ships itself.
+    `writer`: the job and host that upload, when other hosts upload to the same URI: uploads
+    are then stamped and checked against what is there (see the module).
     """
 
     def __init__(self, folder: Path, uri: str | None,
-                 skip: Callable[[str], bool] | None = None) -> None:
+                 skip: Callable[[str], bool] | None = None,
+                 writer: Writer | None = None) -> None:
         self.folder = Path(folder)
         self.uri = uri or None
+        self.writer = writer
         self._skip = skip or (lambda _rel: False)
         self._sent: dict[str, tuple[int, int]] = {}
         self._refused: set[str] = set()  # links out of the folder, warned about once
@@ -99,11 +110,37 @@ class FolderSync:
             for rel in changed:
                 source, size, mtime = files[rel]
                 try:
-                    storage.upload_file(source, storage.join(self.uri, rel))
-                except ObjectNotFoundError:  # replaced or removed meanwhile: next round sees it
-                    continue
+                    self._send(rel, source)
+                except (ObjectNotFoundError, FileNotFoundError):
+                    continue  # replaced or removed meanwhile: the next round sees it
                 self._sent[rel] = (size, mtime)
         return len(changed)
+
+    def _send(self, rel: str, source: Path) -> None:
+        """Upload one file; with a writer, stamped, and only when its bytes are not there."""
+        uri = storage.join(self.uri, rel)
+        if self.writer is None:
+            storage.upload_file(source, uri)
+            return
+        digest = fsutil.sha256_file(source)
+        there = upload_stamps.read(uri)
+        if there is not None and there.sha256 == digest:
+            return  # these bytes are there already, from this host or another
+        upload_stamps.upload(source, uri, Stamp(self.writer, digest, self._clash(uri, there)))
+
+    def _clash(self, uri: str, there: Stamp | None) -> frozenset[str]:
+        """The hosts of this job known to have written different bytes to `uri`, after this
+        upload; warns when this one adds a host to them."""
+        if there is None or there.writer.job != self.writer.job:
+            return frozenset()  # nothing there, or from another job (e.g. the one resumed)
+        if there.writer.host == self.writer.host:
+            return there.clash
+        hosts = there.clash | {there.writer.host, self.writer.host}
+        if hosts != there.clash:
+            log.warning("hosts %s wrote different bytes to %s; the last upload (%s's) is "
+                        "kept there, as SageMaker keeps the last writer's", " and ".join(
+                            sorted(hosts)), uri, self.writer.host)
+        return hosts
 
     @contextlib.contextmanager
     def running(self, interval_s: float = INTERVAL_S) -> Iterator[None]:
