@@ -11,7 +11,8 @@ resolves outside it is skipped with a warning.
 A sync given its `Writer` (every host's checkpoint sync) stamps its uploads (`upload_stamps`)
 and, before uploading a changed file, reads the stamp there (one HEAD): the same bytes are not
 sent again, and different bytes from another host of the same job are warned about once (a
-`logging` warning naming the file and the hosts). Torch-free.
+`logging` warning naming the file and the hosts); `finish()` looks once more at what this host
+uploaded, for a clash that both hosts' uploads at the same moment hid. Torch-free.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class FolderSync:
         self.writer = writer
         self._skip = skip or (lambda _rel: False)
         self._sent: dict[str, tuple[int, int]] = {}
+        self._left: dict[str, str] = {}  # sha256 of what this host's stamped uploads left there
         self._refused: set[str] = set()  # links out of the folder, warned about once
         self._lock = threading.Lock()  # one upload round at a time (background and final)
 
@@ -124,13 +126,29 @@ class FolderSync:
             return
         digest = fsutil.sha256_file(source)
         there = upload_stamps.read(uri)
-        if there is not None and there.sha256 == digest:
-            return  # these bytes are there already, from this host or another
-        upload_stamps.upload(source, uri, Stamp(self.writer, digest, self._clash(uri, there)))
+        if there is None or there.sha256 != digest:  # else these bytes are there already
+            clash = self._clash(uri, there, kept=self.writer.host)
+            upload_stamps.upload(source, uri, Stamp(self.writer, digest, clash))
+        self._left[rel] = digest
 
-    def _clash(self, uri: str, there: Stamp | None) -> frozenset[str]:
-        """The hosts of this job known to have written different bytes to `uri`, after this
-        upload; warns when this one adds a host to them."""
+    def finish(self) -> int:
+        """The last round, once the job's program ended: `upload()`, then, with a writer, one
+        HEAD per file this host uploaded in the job, so that another host's different bytes
+        which replaced them (two hosts uploading at once, neither seeing the other's stamp) are
+        warned about too. How many files the round uploaded; StorageError as `upload()`."""
+        sent = self.upload()
+        if self.writer is not None and self.uri:
+            with self._lock:
+                for rel, digest in self._left.items():
+                    uri = storage.join(self.uri, rel)
+                    there = upload_stamps.read(uri)
+                    if there is not None and there.sha256 != digest:
+                        self._clash(uri, there, kept=there.writer.host)
+        return sent
+
+    def _clash(self, uri: str, there: Stamp | None, kept: str) -> frozenset[str]:
+        """The hosts of this job known to have written different bytes to `uri`, this one
+        included; warns when this host is new to them (`kept`: whose bytes stay there)."""
         if there is None or there.writer.job != self.writer.job:
             return frozenset()  # nothing there, or from another job (e.g. the one resumed)
         if there.writer.host == self.writer.host:
@@ -138,14 +156,14 @@ class FolderSync:
         hosts = there.clash | {there.writer.host, self.writer.host}
         if hosts != there.clash:
             log.warning("hosts %s wrote different bytes to %s; the last upload (%s's) is "
-                        "kept there, as SageMaker keeps the last writer's", " and ".join(
-                            sorted(hosts)), uri, self.writer.host)
+                        "kept there, as SageMaker keeps the last writer's",
+                        " and ".join(sorted(hosts)), uri, kept)
         return hosts
 
     @contextlib.contextmanager
     def running(self, interval_s: float = INTERVAL_S) -> Iterator[None]:
         """Upload every `interval_s` in the background while the block runs. A failed round is
-        logged and retried; the caller's last `upload()` after the block reports what failed."""
+        logged and retried; the caller's `finish()` after the block reports what failed."""
         if not self.uri:
             yield
             return

@@ -73,4 +73,4 @@ class JobMirrors:
     def upload(self) -> None:
         """The last round of this host's uploads; StorageError when one fails."""
         for sync in self.uploads:
-            sync.upload()
+            sync.finish()

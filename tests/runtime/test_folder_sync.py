@@ -165,3 +165,36 @@ def test_an_unstamped_object_is_overwritten_without_a_warning(
     assert sync.upload() == 1
     assert storage.read_bytes(storage.join(shared_uri, "notes.txt")) == b"the job's"
     assert _clash_warnings(caplog) == []
+
+
+def test_a_clash_both_hosts_uploaded_at_once_is_warned_about_at_the_finish(
+        tmp_path: Path, shared_uri: str, caplog: pytest.LogCaptureFixture) -> None:
+    """algo-2 uploaded without seeing algo-1's stamp (both read the name before either
+    wrote): algo-1's finish looks at what it left there once more and warns, once."""
+    one = _host(tmp_path, shared_uri, "algo-1")
+    one.folder.mkdir()
+    (one.folder / "same.txt").write_text("algo-1's")
+    one.upload()
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("algo-2's")
+    target = storage.join(shared_uri, "same.txt")
+    upload_stamps.upload(theirs, target, upload_stamps.Stamp(
+        Writer("job-1", "algo-2"), storage.sha256_file(theirs)))
+    assert _clash_warnings(caplog) == []
+    assert one.finish() == 0
+    assert _clash_warnings(caplog) == [
+        f"hosts algo-1 and algo-2 wrote different bytes to {target}; the last upload "
+        f"(algo-2's) is kept there, as SageMaker keeps the last writer's"]
+    assert storage.read_bytes(target) == b"algo-2's"
+
+
+def test_the_finish_of_a_host_whose_bytes_stayed_warns_no_one(
+        tmp_path: Path, shared_uri: str, caplog: pytest.LogCaptureFixture) -> None:
+    one, two = _host(tmp_path, shared_uri, "algo-1"), _host(tmp_path, shared_uri, "algo-2")
+    for sync in (one, two):
+        sync.folder.mkdir()
+        (sync.folder / "config.json").write_text("{}")
+        (sync.folder / f"{sync.writer.host}.txt").write_text(sync.writer.host)
+        assert sync.finish() == 2
+    assert one.finish() == two.finish() == 0
+    assert _clash_warnings(caplog) == []

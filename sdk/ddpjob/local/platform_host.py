@@ -168,8 +168,8 @@ class PlatformHost:
 
     def _finish(self, code: int) -> int:
         try:
-            self.sync.upload()
-            self.tensorboard.upload()
+            self.sync.finish()
+            self.tensorboard.finish()
             platform_duties.upload_results(self.request, self.host, self.root)
         except Exception as exc:  # noqa: BLE001 - a failed upload fails the host
             log.error("uploading the results failed: %s", exc)
