@@ -23,6 +23,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ddpjob_runtime import fsutil, storage, upload_stamps
@@ -32,6 +33,7 @@ from ddpjob_runtime.upload_stamps import Stamp, Writer
 log = logging.getLogger(__name__)
 
 INTERVAL_S = 2.0  # between two upload rounds while the job runs
+LOOKUPS = 8  # stamps (one HEAD each) and digests read at once, ahead of the uploads
 
 
 class FolderSync:
@@ -105,28 +107,34 @@ class FolderSync:
         """
         if not self.uri:
             return 0
-        with self._lock:
+        with self._lock, ThreadPoolExecutor(LOOKUPS) as pool:
             files = self._files()
             changed = [rel for rel, (_, *seen) in files.items()
                        if self._sent.get(rel) != tuple(seen)]
+            # With a writer: each file's digest and the stamp there, all read at once.
+            looks = {rel: pool.submit(self._look, rel, files[rel][0])
+                     for rel in changed} if self.writer else {}
             for rel in changed:
                 source, size, mtime = files[rel]
+                uri = storage.join(self.uri, rel)
                 try:
-                    self._send(rel, source)
+                    if rel in looks:
+                        self._send_stamped(rel, source, *looks[rel].result())
+                    else:
+                        storage.upload_file(source, uri)
                 except (ObjectNotFoundError, FileNotFoundError):
                     continue  # replaced or removed meanwhile: the next round sees it
                 self._sent[rel] = (size, mtime)
         return len(changed)
 
-    def _send(self, rel: str, source: Path) -> None:
-        """Upload one file; with a writer, stamped, and only when its bytes are not there."""
-        uri = storage.join(self.uri, rel)
-        if self.writer is None:
-            storage.upload_file(source, uri)
-            return
-        digest = fsutil.sha256_file(source)
-        there = upload_stamps.read(uri)
-        if there is None or there.sha256 != digest:  # else these bytes are there already
+    def _look(self, rel: str, source: Path) -> tuple[str, Stamp | None]:
+        return fsutil.sha256_file(source), upload_stamps.read(storage.join(self.uri, rel))
+
+    def _send_stamped(self, rel: str, source: Path, digest: str, there: Stamp | None) -> None:
+        """Upload one file stamped, unless its bytes are there already (this host's or
+        another's); warn when it replaces another host's different bytes."""
+        if there is None or there.sha256 != digest:
+            uri = storage.join(self.uri, rel)
             clash = self._clash(uri, there, kept=self.writer.host)
             upload_stamps.upload(source, uri, Stamp(self.writer, digest, clash))
         self._left[rel] = digest
@@ -138,10 +146,10 @@ class FolderSync:
         warned about too. How many files the round uploaded; StorageError as `upload()`."""
         sent = self.upload()
         if self.writer is not None and self.uri:
-            with self._lock:
-                for rel, digest in self._left.items():
-                    uri = storage.join(self.uri, rel)
-                    there = upload_stamps.read(uri)
+            with self._lock, ThreadPoolExecutor(LOOKUPS) as pool:
+                uris = [storage.join(self.uri, rel) for rel in self._left]
+                stamps = pool.map(upload_stamps.read, uris)
+                for uri, digest, there in zip(uris, self._left.values(), stamps, strict=True):
                     if there is not None and there.sha256 != digest:
                         self._clash(uri, there, kept=there.writer.host)
         return sent
