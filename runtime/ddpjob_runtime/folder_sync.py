@@ -116,12 +116,11 @@ class FolderSync:
                      for rel in changed} if self.writer else {}
             for rel in changed:
                 source, size, mtime = files[rel]
-                uri = storage.join(self.uri, rel)
                 try:
                     if rel in looks:
                         self._send_stamped(rel, source, *looks[rel].result())
                     else:
-                        storage.upload_file(source, uri)
+                        storage.upload_file(source, storage.join(self.uri, rel))
                 except (ObjectNotFoundError, FileNotFoundError):
                     continue  # replaced or removed meanwhile: the next round sees it
                 self._sent[rel] = (size, mtime)
