@@ -1,8 +1,10 @@
 """What SageMaker mirrors to S3 around a training container, done by ddpjob's runtime locally.
 
 `platform.json` hands these duties over (docs/contract.md): the checkpoint folder is synced with
-`checkpoint_s3_uri` (every host brings the objects down before the script starts; the first
-host uploads new or changed files every 2 s and at the end) and the TensorBoard folder
+`checkpoint_s3_uri` as SageMaker syncs it on every instance (every host brings the objects down
+before the script starts and uploads its own new or changed files every 2 s and at the end, so a
+sharded checkpoint written by every rank reaches S3 whole; two hosts writing different bytes to
+one name are warned about, see `folder_sync`), and the TensorBoard folder
 (`tensorboard_output_config`) is uploaded from the first host. Files inside checkpoint step
 folders are left to `ddpjob_runtime.checkpoints` (restored at start, uploaded by rank 0 with its
 manifest last); this sync handles every other file, such as a script's own `torch.save`.
@@ -17,6 +19,7 @@ from pathlib import Path
 from ddpjob_runtime.checkpoint_layout import step_of
 from ddpjob_runtime.environment import TrainingEnvironment, mapped_path
 from ddpjob_runtime.folder_sync import FolderSync
+from ddpjob_runtime.upload_stamps import Writer
 
 DEFAULT_TENSORBOARD_DIR = "/opt/ml/output/tensorboard"
 
@@ -45,12 +48,14 @@ class JobMirrors:
 
     def __init__(self, env: TrainingEnvironment) -> None:
         self.checkpoint = FolderSync(env.checkpoint_dir, env.platform.checkpoint_s3_uri,
-                                     skip=in_step_folder)
+                                     skip=in_step_folder,
+                                     writer=Writer(env.job_name, env.current_host))
         tensorboard = env.platform.tensorboard_output_config
         self.tensorboard_dir = tensorboard_dir(env.root, tensorboard) if tensorboard else None
-        # The first host only, where global rank 0 (the checkpoint writer) lives.
-        self.uploads = [self.checkpoint, tensorboard_sync(env.root, tensorboard)] \
-            if env.is_master else []
+        # Every host's checkpoint folder, as SageMaker syncs each instance's; TensorBoard's from
+        # the first host only.
+        self.uploads = [self.checkpoint, *([tensorboard_sync(env.root, tensorboard)]
+                                           if env.is_master else [])]
 
     def download(self) -> None:
         """The checkpoint folder's other files from S3 (every host); the TensorBoard folder."""
@@ -66,6 +71,6 @@ class JobMirrors:
             yield
 
     def upload(self) -> None:
-        """The last round of every upload; StorageError when one fails."""
+        """The last round of this host's uploads; StorageError when one fails."""
         for sync in self.uploads:
-            sync.upload()
+            sync.finish()

@@ -282,4 +282,39 @@ def test_a_spot_dlc_job_is_interrupted_and_resumes_from_the_checkpoints_it_synce
         assert "rank 0 loaded 1 first 2" in text and "rank 1 loaded 1 first 2" in text
         assert "rank 0 notes ['note-0']" in text  # synced up on SIGTERM, brought back down
         assert "ckpt/run-1/note-0" in _keys(s3_bucket, "ckpt/run-1/")
+
+
+def test_every_dlc_hosts_checkpoint_folder_reaches_s3_and_a_clash_is_warned_once(
+        s3_bucket: str, tmp_path: Path, dlc_python: str, monkeypatch) -> None:
+    """As SageMaker syncs every instance's checkpoint folder: both hosts' files under S3Uri;
+    `same.txt`, written by both hosts with different bytes, is the second host's, and one
+    warning in the job's logs names it and both hosts."""
+    from tests.e2e.test_every_host_checkpoints import CLASH
+    from tests.e2e.test_every_host_checkpoints import JOBS as SYNC_JOBS
+
+    monkeypatch.setenv("DDPJOB_DLC_PYTHON", dlc_python)
+    names = ["algo-1", "algo-2"] if sandbox.available() is None else ["127.0.0.1", "127.0.0.2"]
+    archive = tmp_path / packaging.ARCHIVE_NAME
+    packaging.pack(packaging.check_source("every_host.py", SYNC_JOBS), archive,
+                   include_runtime=True)
+    uri = f"s3://{s3_bucket}/ckpt/hosts"
+    request = dlc_request("dlc-hosts", s3_bucket, archive.as_uri(), dlc_image(), steps=1,
+                          CheckpointConfig={"S3Uri": uri})
+    del request["InputDataConfig"]
+    request["HyperParameters"] = {
+        **{k: v for k, v in request["HyperParameters"].items() if k.startswith("sagemaker_")},
+        "sagemaker_program": json.dumps("every_host.py"),
+        "mode": json.dumps("files,clash"), "uri": json.dumps(uri)}
+    with local_session_at(tmp_path / "home") as session:
+        job, lines = run_job(session.sagemaker_client, request)
+        assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"), lines[-40:])
+        assert _keys(s3_bucket, "ckpt/hosts/") == [
+            f"ckpt/hosts/{name}" for name in (f"{names[0]}-rank0.json",
+                                              f"{names[1]}-rank1.json", "config.json",
+                                              "same.txt")]
+        kept = boto3.client("s3").get_object(Bucket=s3_bucket, Key="ckpt/hosts/same.txt")
+        assert kept["Body"].read() == f"from {names[1]}".encode()
+        warnings = [line for line in lines if CLASH in line]
+        assert len(warnings) == 1 and warnings[0].startswith("[algo-2] "), warnings
+        assert f"hosts algo-1 and algo-2 wrote different bytes to {uri}/same.txt" in warnings[0]
         assert_no_processes(session.home)

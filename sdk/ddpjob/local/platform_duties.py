@@ -5,12 +5,13 @@ as ModelTrainer's drivers), which does none of it.
 Before the program starts: the config files under `input/config` (host names `algo-N` where the
 host has its own namespace and `/etc/hosts`, else loopback addresses, which the toolkit resolves
 and torchrun connects to), every channel staged into `input/data/<channel>`, and everything
-under `CheckpointConfig.S3Uri` brought down into the checkpoint folder. While it runs: new or
-changed files of the checkpoint folder uploaded to `S3Uri` (`ddpjob_runtime.folder_sync`, the
-runtime's own sync), and from the first host those of the TensorBoard folder to
-`TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of both and, from the first
-host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz` under
-`<S3OutputPath>/<job>/output/`.
+under `CheckpointConfig.S3Uri` brought down into the checkpoint folder. While it runs: every
+host's new or changed files of its checkpoint folder uploaded to `S3Uri`, stamped with the job and
+host so that different bytes from two hosts under one name are warned about
+(`ddpjob_runtime.folder_sync`, the runtime's own sync), and from the first host those of the
+TensorBoard folder to `TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of
+both and, from the first host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz`
+under `<S3OutputPath>/<job>/output/`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ddpjob_runtime.environment import checkpoint_local_dir
 from ddpjob_runtime.folder_sync import FolderSync
 from ddpjob_runtime.mirrors import tensorboard_sync as tensorboard_sync_of
 from ddpjob_runtime.platform_config import ChannelSource
+from ddpjob_runtime.upload_stamps import Writer
 
 from ddpjob.local import hostroot
 
@@ -56,12 +58,13 @@ def stage_channels(request: dict[str, Any], root: Path) -> None:
                    lambda name: root / contract.DATA_DIR / name)
 
 
-def checkpoint_sync(request: dict[str, Any], root: Path) -> FolderSync:
-    """SageMaker's checkpoint sync between the host's checkpoint folder and
-    CheckpointConfig.S3Uri: all of S3Uri down before the job, new or changed files up while
-    and after it runs."""
+def checkpoint_sync(request: dict[str, Any], host: str, root: Path) -> FolderSync:
+    """SageMaker's checkpoint sync between the checkpoint folder of `host` (every host has
+    one) and CheckpointConfig.S3Uri: all of S3Uri down before the job, the host's new or
+    changed files up while and after it runs."""
     config = request.get("CheckpointConfig") or {}
-    return FolderSync(checkpoint_local_dir(root, config), config.get("S3Uri"))
+    return FolderSync(checkpoint_local_dir(root, config), config.get("S3Uri"),
+                      writer=Writer(request["TrainingJobName"], host))
 
 
 def tensorboard_sync(request: dict[str, Any], host: str, root: Path) -> FolderSync:

@@ -47,7 +47,7 @@ class PlatformHost:
         self.root = job_dir / "hosts" / host
         self.own_namespace = sandbox.inside(self.root)  # /opt/ml is the root (`sandbox`)
         self.status_file = hostroot.status_file(job_dir, host)
-        self.sync = platform_duties.checkpoint_sync(self.request, self.root)
+        self.sync = platform_duties.checkpoint_sync(self.request, host, self.root)
         self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
         self.proc: subprocess.Popen | None = None
         self.log_start = 0  # the size of the host's log when the program started
@@ -168,8 +168,8 @@ class PlatformHost:
 
     def _finish(self, code: int) -> int:
         try:
-            self.sync.upload()
-            self.tensorboard.upload()
+            self.sync.finish()
+            self.tensorboard.finish()
             platform_duties.upload_results(self.request, self.host, self.root)
         except Exception as exc:  # noqa: BLE001 - a failed upload fails the host
             log.error("uploading the results failed: %s", exc)
