@@ -59,6 +59,8 @@ ENV_TENSORBOARD_DIR = "DDPJOB_TENSORBOARD_DIR"  # TensorBoardOutputConfig.LocalP
 ENV_FAILURE_DIR = "DDPJOB_FAILURE_DIR"
 ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
 ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template process (`zygote`), its unix socket name
+# The template's last argument: it keeps spare worker interpreters (a warm pool's), or it is one.
+ZYGOTE_SPARES_FLAG, ZYGOTE_SPARE_FLAG = "--spares", "--spare"
 # In a process forked from the template: the pid of its launcher (the process that asked the
 # template for it, or the parent of the `forkrun` client that did); its parent is the template.
 ENV_LAUNCHER = "DDPJOB_LAUNCHER"

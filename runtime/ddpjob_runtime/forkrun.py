@@ -95,7 +95,8 @@ def _connect(name: str) -> _socket.socket | None:
 
 def _ask(sock: _socket.socket, request: bytes, stdio: tuple[int, int, int]) -> int | None:
     """Send the request and the stdio fds (what socket.send_fds does); the forked child's pid,
-    or None when the template refused or could not set it up (its reason on stderr)."""
+    or None when the template refused or could not set it up (its reason on stderr), or said
+    the module is to run as an interpreter of its own (`P`: a rank that runs user code)."""
     try:
         fds = struct.pack("3i", *stdio)
         sock.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
@@ -105,7 +106,7 @@ def _ask(sock: _socket.socket, request: bytes, stdio: tuple[int, int, int]) -> i
     if first.startswith(b"R"):
         return int(first[1:])
     sock.close()
-    if first:
+    if first.startswith(b"F"):
         sys.stderr.write(f"ddpjob_runtime.forkrun: {first[1:].decode(errors='replace')}\n")
         sys.stderr.flush()
     return None

@@ -12,6 +12,7 @@ from ddpjob.local.session import LocalSession
 from tests.local.conftest import (
     JOBS,
     assert_no_processes,
+    hash_in_an_interpreter,
     log_text,
     source_tar,
     training_request,
@@ -21,35 +22,59 @@ from tests.local.conftest import (
 pytestmark = pytest.mark.slow
 
 
-def _parents(session: LocalSession, tmp_path: Path, name: str) -> dict[str, str]:
-    """rank -> the command line of the process that started it, from a 2-host x 2-worker job."""
-    source = source_tar(tmp_path / name, JOBS / "parent_probe.py")
+def _ranks(session: LocalSession, tmp_path: Path, name: str, script: str,
+           **extra: object) -> dict[str, dict[str, str]]:
+    """rank -> what `script` said ("parent": the command line of the process that started it,
+    "hash": its hash of a fixed string), from a 2-host x 2-worker job."""
+    source = source_tar(tmp_path / name, JOBS / script)
     session.sagemaker_client.create_training_job(
-        **training_request(session, name, source, "parent_probe.py", hosts=2))
+        **training_request(session, name, source, script, hosts=2, **extra))
     job = wait_until_ended(session, name)
     assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
     assert_no_processes(session.job_dir(name))
     logs = log_text(session, name, "algo-1") + log_text(session, name, "algo-2")
-    return dict(re.findall(r"rank (\d) parent: (.*)", logs))
+    said: dict[str, dict[str, str]] = {}
+    for rank, what, value in re.findall(r"rank (\d) (parent|hash): (.*)", logs):
+        said.setdefault(rank, {})[what] = value
+    return said
 
 
-def test_the_ranks_of_every_host_are_forked_from_the_jobs_template(
-    session: LocalSession, tmp_path: Path
+def test_each_rank_has_a_hash_seed_of_its_own_as_separate_interpreters_would(
+    session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    parents = _parents(session, tmp_path, "forked")
-    assert sorted(parents) == ["0", "1", "2", "3"]
-    assert all("ddpjob_runtime.zygote" in p for p in parents.values()), parents
-    assert len(set(parents.values())) == 1  # one template for both hosts
-    assert "template process" in (session.job_dir("forked") / "supervisor.log").read_text()
+    """On SageMaker each rank is an interpreter of its own with its own str hash seed: a rank
+    forked from the job's template would share the template's with every other rank."""
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    said = _ranks(session, tmp_path, "seeds", "hash_probe.py")
+    assert sorted(said) == ["0", "1", "2", "3"]
+    assert len({rank["hash"] for rank in said.values()}) == 4, said
+    assert all("ddpjob_runtime.agent" in rank["parent"] for rank in said.values()), said
+    assert "template process" in (session.job_dir("seeds") / "supervisor.log").read_text()
+
+
+def test_a_hash_seed_the_jobs_environment_fixes_is_every_ranks_and_they_fork(
+    session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `PYTHONHASHSEED` in the job's environment every interpreter of the job has that
+    seed: the ranks are forked from the job's template, which was started with it."""
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    said = _ranks(session, tmp_path, "seeded", "hash_probe.py",
+                  Environment={"PYTHONHASHSEED": "7"})
+    assert sorted(said) == ["0", "1", "2", "3"]
+    assert {rank["hash"] for rank in said.values()} == {hash_in_an_interpreter("7")}, said
+    parents = {rank["parent"] for rank in said.values()}
+    assert len(parents) == 1 and "ddpjob_runtime.zygote" in parents.pop()  # one template
 
 
 def test_without_templates_every_rank_is_started_by_its_agent(
     session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DDPJOB_PRELOAD", "0")
-    parents = _parents(session, tmp_path, "cold")
-    assert sorted(parents) == ["0", "1", "2", "3"]
-    assert all("ddpjob_runtime.agent" in p for p in parents.values()), parents
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    said = _ranks(session, tmp_path, "cold", "hash_probe.py")
+    assert sorted(said) == ["0", "1", "2", "3"]
+    assert all("ddpjob_runtime.agent" in rank["parent"] for rank in said.values()), said
+    assert len({rank["hash"] for rank in said.values()}) == 4, said
     assert not (session.job_dir("cold") / "logs" / "template.log").exists()
 
 
