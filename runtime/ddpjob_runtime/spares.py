@@ -10,8 +10,8 @@ spare forks the worker and answers the client as the template would (`R`, `X`), 
 Each request for a worker starts a spare (a replacement for the one it took, or for the next
 job when none was ready), so the next job on the pool finds as many as this one asked for;
 at most `MOST_WAITING` wait. A spare dies with its template, and its worker with it. A request
-whose environment fixes `PYTHONHASHSEED` gets no spare (each drew its own seed): its worker
-starts on its own.
+whose environment fixes `PYTHONHASHSEED` or sets other `PYTHON*` start-up variables than the
+spares were started with gets none (each drew its own seed): its worker starts on its own.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 
 from ddpjob_runtime import contract, processes
 
@@ -32,6 +33,13 @@ log = logging.getLogger("ddpjob_runtime.spares")
 MOST_WAITING = 16  # spares started or ready, not yet handed a worker
 READY = b"ready"
 _MAX_MESSAGE = 1 << 20
+
+
+def startup_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """What of `env` an interpreter reads as it starts (`PYTHON*`: hash seed, warnings, dev
+    mode, ...), so a process forked from one started otherwise would not honour it; not
+    PYTHONPATH, which a forked process takes from its request."""
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k != "PYTHONPATH"}
 
 
 class Spares:
@@ -63,9 +71,14 @@ class Spares:
         self.waiting.append(ours)
         self.selector.register(ours, selectors.EVENT_READ, ("spare", ours))
 
-    def hand_over(self, message: bytes, conn: socket.socket, fds: list[int]) -> bool:
-        """Give a ready spare the client's request (`message`), connection and stdio `fds`
-        (the caller closes its copies); False when none is ready. Either way a spare starts."""
+    def hand_over(self, message: bytes, env: Mapping[str, str], conn: socket.socket,
+                  fds: list[int]) -> bool:
+        """Give a ready spare the client's request (`message`, with the environment `env`),
+        connection and stdio `fds` (the caller closes its copies); False when none is ready
+        (a spare then starts for the next request) or `env` asks for an interpreter started
+        otherwise (a fixed hash seed, other `PYTHON*` settings: none starts)."""
+        if startup_environment(env) != startup_environment(self.env):
+            return False
         handed = False
         while self.ready and not handed:
             spare = self.ready.pop(0)

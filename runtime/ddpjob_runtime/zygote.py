@@ -13,8 +13,9 @@ client `R<pid>` once the child is set up (`F<reason>` when it could not be) and 
 when it exits; when the client goes away first, the child's process group is killed.
 
 A worker (`OWN_INTERPRETER`: the process that runs user code) is not forked but answered `P`
-(start it as an interpreter of its own), unless the request's `PYTHONHASHSEED` fixes the same
-str hash seed the template's does: on SageMaker each rank is its own interpreter, with its own
+(start it as an interpreter of its own), unless the template's `PYTHONHASHSEED` fixes a str
+hash seed and the request's `PYTHON*` variables are the template's (the same seed, and no
+start-up setting a fork would ignore): on SageMaker each rank is its own interpreter, with its own
 hash seed (so its own set iteration order), object addresses and OpenBLAS threads, and a rank
 forked from one template would share all of them with the others (a job that needs its ranks
 to agree on a set's order would pass here and hang there). With a seed fixed by the job every
@@ -45,7 +46,7 @@ import weakref
 from dataclasses import dataclass
 
 from ddpjob_runtime import childsetup, contract, processes
-from ddpjob_runtime.spares import Spares, take_one
+from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
 
@@ -137,6 +138,7 @@ class Template:
                  spares: Spares | None = None):
         self.listener, self.spares = listener, spares
         self.hash_seed = hash_seed  # the seed this template's PYTHONHASHSEED fixed, if any
+        self.startup = startup_environment(os.environ)  # before `preload` changes it
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
 
@@ -193,8 +195,7 @@ class Template:
         request = self._parse(conn, message, fds)
         if request is None or self._forks(request):
             return request and self._fork(conn, request, fds, peer)
-        if self.spares is None or fixed_hash_seed(request.env.get("PYTHONHASHSEED")) \
-                is not None or not self.spares.hand_over(message, conn, fds):
+        if self.spares is None or not self.spares.hand_over(message, request.env, conn, fds):
             with contextlib.suppress(OSError):
                 conn.send(b"P")  # a worker: as an interpreter of its own
         _close(conn, fds)
@@ -212,10 +213,10 @@ class Template:
 
     def _forks(self, request: Request) -> bool:
         """Whether this request's process may be forked: it runs no user code, or the job
-        fixed the hash seed this template has (as every interpreter of the job would)."""
+        fixed the hash seed this template has (as every interpreter of the job would) and
+        asks for no other start-up setting than the template's (`PYTHONWARNINGS`, ...)."""
         return request.argv[:1] != [] and request.argv[0] not in OWN_INTERPRETER or (
-            self.hash_seed is not None
-            and fixed_hash_seed(request.env.get("PYTHONHASHSEED")) == self.hash_seed)
+            self.hash_seed is not None and startup_environment(request.env) == self.startup)
 
     def _fork(self, conn: socket.socket, request: Request, fds: list[int],
               peer: int) -> Request | None:

@@ -34,7 +34,7 @@ def _ranks(session: LocalSession, tmp_path: Path, name: str, script: str,
     assert_no_processes(session.job_dir(name))
     logs = log_text(session, name, "algo-1") + log_text(session, name, "algo-2")
     said: dict[str, dict[str, str]] = {}
-    for rank, what, value in re.findall(r"rank (\d) (parent|hash): (.*)", logs):
+    for rank, what, value in re.findall(r"rank (\d) (parent|hash|warnoptions): (.*)", logs):
         said.setdefault(rank, {})[what] = value
     return said
 
@@ -64,6 +64,22 @@ def test_a_hash_seed_the_jobs_environment_fixes_is_every_ranks_and_they_fork(
     assert {rank["hash"] for rank in said.values()} == {hash_in_an_interpreter("7")}, said
     parents = {rank["parent"] for rank in said.values()}
     assert len(parents) == 1 and "ddpjob_runtime.zygote" in parents.pop()  # one template
+
+
+def test_a_job_with_a_start_up_setting_a_fork_would_ignore_gets_interpreters_of_its_own(
+    session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forked process keeps the template's interpreter settings: a job whose environment
+    fixes the seed but also sets PYTHONWARNINGS gets its workers started as interpreters,
+    which honour both."""
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    said = _ranks(session, tmp_path, "warned", "hash_probe.py",
+                  Environment={"PYTHONHASHSEED": "7", "PYTHONWARNINGS": "error::UserWarning"})
+    assert sorted(said) == ["0", "1", "2", "3"]
+    assert {rank["hash"] for rank in said.values()} == {hash_in_an_interpreter("7")}, said
+    assert {rank["warnoptions"] for rank in said.values()} == {"['error::UserWarning']"}, said
+    assert all("ddpjob_runtime.agent" in rank["parent"] for rank in said.values()), said
 
 
 def test_without_templates_every_rank_is_started_by_its_agent(
