@@ -79,8 +79,15 @@ def plain_command(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", *argv]
 
 
+def plain_environment(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a process started as an interpreter of its own: without `DDPJOB_LAUNCHER`,
+    which a forked launcher (a host's runtime, an agent) has of its own (its parent is the
+    template), where the process's parent is its launcher."""
+    return {k: v for k, v in env.items() if k != contract.ENV_LAUNCHER}
+
+
 def _exec_here(argv: list[str]) -> None:
-    os.execv(sys.executable, plain_command(argv))
+    os.execve(sys.executable, plain_command(argv), plain_environment(dict(os.environ)))
 
 
 def _connect(name: str) -> _socket.socket | None:
