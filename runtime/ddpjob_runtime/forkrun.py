@@ -10,8 +10,9 @@ same code, or killed by the same signal), so the launcher that started it (torch
 bootstrap) supervises, stops and kills it as it would the real process. When the client dies
 (SIGKILL included) the template kills the child.
 
-Where no template is named (`DDPJOB_ZYGOTE` unset) or it cannot serve, the client becomes
-`python -m MODULE` itself (exec), as without templates.
+Where no template is named (`DDPJOB_ZYGOTE` unset), it cannot serve, or it answers that the
+module runs as an interpreter of its own (a worker: its own str hash seed, as on SageMaker),
+the client becomes `python -m MODULE` itself (exec), as without templates.
 
 A process that is itself forked from the template (a host's runtime, torchrun's agent) asks the
 template directly instead (`fork`: no client, an interpreter less per process) and holds a

@@ -15,11 +15,11 @@ when it exits; when the client goes away first, the child's process group is kil
 A worker (`OWN_INTERPRETER`: the process that runs user code) is not forked but answered `P`
 (start it as an interpreter of its own), unless the template's `PYTHONHASHSEED` fixes a str
 hash seed and the request's `PYTHON*` variables are the template's (the same seed, and no
-start-up setting a fork would ignore): on SageMaker each rank is its own interpreter, with its own
-hash seed (so its own set iteration order), object addresses and OpenBLAS threads, and a rank
-forked from one template would share all of them with the others (a job that needs its ranks
-to agree on a set's order would pass here and hang there). With a seed fixed by the job every
-interpreter has it, forked or not.
+start-up setting a fork would ignore): on SageMaker each rank is its own interpreter, with its
+own hash seed (so its own set iteration order) and object addresses, and ranks forked from one
+template would share them (a job whose ranks must agree on a set's order would pass here and
+hang there). With a seed fixed by the job every interpreter has it, forked or not. A warm
+pool's template hands such a request to a spare interpreter (`ddpjob_runtime.spares`).
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
 and exits. Children share the template's imported modules (that is the point), its hash seed
