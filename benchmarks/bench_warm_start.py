@@ -4,8 +4,9 @@
    script, `fit()` (1 host x 2 workers) on the warm pool the previous `fit()` left, against bare
    `torchrun --standalone --nproc_per_node=2` of the same script; the two alternate (which goes
    first swaps every repetition). Goal: ratio <= 0.3.
-2. No-op `fit()` wall time for 1, 2, 4, 8 hosts x 2 workers: on a warm pool, with a template
-   of the job's own (cold, the default without keep-alive) and without templates
+2. No-op `fit()` wall time for 1, 2, 4, 8 hosts x 2 workers: on a warm pool (workers from its
+   spare interpreters), with a template of the job's own (cold, the default without
+   keep-alive: hosts and agents forked, each worker its own interpreter) and without templates
    (`DDPJOB_PRELOAD=0`, every agent and worker imports torch itself), in rotating order.
 3. The goal, 8 hosts <= 1.5x 1 host with templates: 1 and 8 hosts alternating, templates only.
 

@@ -135,9 +135,10 @@ def _restarting_agent_class() -> type:
 
 def _fork_workers() -> None:
     """torchrun starts each worker as a subprocess: where its command is a forkrun client's,
-    ask the template for the worker directly instead (an interpreter less per worker). The
-    worker's pid is its process group, as torchrun's start makes it; it is killed when this
-    agent dies."""
+    ask the template for the worker directly instead (an interpreter less per worker, where
+    the template forks it: `ddpjob_runtime.zygote`), else start `python -m` it. The worker's
+    pid is its process group, as torchrun's start makes it; it is killed when this agent
+    dies."""
     from torch.distributed.elastic.multiprocessing.subprocess_handler import handlers
 
     class ForkingHandler(handlers.SubprocessHandler):
@@ -147,7 +148,7 @@ def _fork_workers() -> None:
                                                                      (self._stderr, 2))))
             forked = forkrun.fork(module, env, os.getcwd(), stdio) if module else None
             return forked or super()._popen(forkrun.plain_command(module) if module else args,
-                                            env)
+                                            forkrun.plain_environment(env))
 
     handlers.SubprocessHandler = ForkingHandler
 

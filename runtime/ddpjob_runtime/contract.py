@@ -63,6 +63,9 @@ ENV_STACKS_DIR = "DDPJOB_STACKS_DIR"
 STACKS_DIR = "tmp/stacks"
 ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
 ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template process (`zygote`), its unix socket name
+# The template's last argument: it keeps spare worker interpreters (a warm pool's), or it is one.
+ZYGOTE_SPARES_FLAG, ZYGOTE_SPARE_FLAG = "--spares", "--spare"
+ZYGOTE_SPARE_ROLE = "spare-worker"  # a spare's process title: `ddpjob-spare-worker FOLDER`
 # In a process forked from the template: the pid of its launcher (the process that asked the
 # template for it, or the parent of the `forkrun` client that did); its parent is the template.
 ENV_LAUNCHER = "DDPJOB_LAUNCHER"

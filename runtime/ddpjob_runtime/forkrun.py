@@ -10,8 +10,9 @@ same code, or killed by the same signal), so the launcher that started it (torch
 bootstrap) supervises, stops and kills it as it would the real process. When the client dies
 (SIGKILL included) the template kills the child.
 
-Where no template is named (`DDPJOB_ZYGOTE` unset) or it cannot serve, the client becomes
-`python -m MODULE` itself (exec), as without templates.
+Where no template is named (`DDPJOB_ZYGOTE` unset), it cannot serve, or it answers that the
+module runs as an interpreter of its own (a worker: its own str hash seed, as on SageMaker),
+the client becomes `python -m MODULE` itself (exec), as without templates.
 
 A process that is itself forked from the template (a host's runtime, torchrun's agent) asks the
 template directly instead (`fork`: no client, an interpreter less per process) and holds a
@@ -79,8 +80,15 @@ def plain_command(argv: list[str]) -> list[str]:
     return [sys.executable, "-m", *argv]
 
 
+def plain_environment(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a process started as an interpreter of its own: without `DDPJOB_LAUNCHER`,
+    which a forked launcher (a host's runtime, an agent) has of its own (its parent is the
+    template), where the process's parent is its launcher."""
+    return {k: v for k, v in env.items() if k != contract.ENV_LAUNCHER}
+
+
 def _exec_here(argv: list[str]) -> None:
-    os.execv(sys.executable, plain_command(argv))
+    os.execve(sys.executable, plain_command(argv), plain_environment(dict(os.environ)))
 
 
 def _connect(name: str) -> _socket.socket | None:
@@ -95,7 +103,8 @@ def _connect(name: str) -> _socket.socket | None:
 
 def _ask(sock: _socket.socket, request: bytes, stdio: tuple[int, int, int]) -> int | None:
     """Send the request and the stdio fds (what socket.send_fds does); the forked child's pid,
-    or None when the template refused or could not set it up (its reason on stderr)."""
+    or None when the template refused or could not set it up (its reason on stderr), or said
+    the module is to run as an interpreter of its own (`P`: a rank that runs user code)."""
     try:
         fds = struct.pack("3i", *stdio)
         sock.sendmsg([request], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
@@ -105,7 +114,7 @@ def _ask(sock: _socket.socket, request: bytes, stdio: tuple[int, int, int]) -> i
     if first.startswith(b"R"):
         return int(first[1:])
     sock.close()
-    if first:
+    if first.startswith(b"F"):
         sys.stderr.write(f"ddpjob_runtime.forkrun: {first[1:].decode(errors='replace')}\n")
         sys.stderr.flush()
     return None

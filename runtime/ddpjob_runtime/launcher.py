@@ -228,7 +228,8 @@ def _start(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> Launched:
     module = forkrun.module_of(cmd)
     forked = forkrun.fork(module, dict(env), cwd) if module else None
     return forked or subprocess.Popen(
-        forkrun.plain_command(module) if module else list(cmd), env=dict(env), cwd=cwd,
+        forkrun.plain_command(module) if module else list(cmd),
+        env=forkrun.plain_environment(dict(env)), cwd=cwd,
         start_new_session=True,
         preexec_fn=processes.ends_with_this_process(),
     )  # fmt: skip

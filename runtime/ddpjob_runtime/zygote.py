@@ -12,6 +12,15 @@ sandbox and runtime dropped stays dropped), dying with the template. The templat
 client `R<pid>` once the child is set up (`F<reason>` when it could not be) and `X<wait status>`
 when it exits; when the client goes away first, the child's process group is killed.
 
+A worker (`OWN_INTERPRETER`: the process that runs user code) is not forked but answered `P`
+(start it as an interpreter of its own), unless the template's `PYTHONHASHSEED` fixes a str
+hash seed and the request's `PYTHON*` variables are the template's (the same seed, and no
+start-up setting a fork would ignore): on SageMaker each rank is its own interpreter, with its
+own hash seed (so its own set iteration order) and object addresses, and ranks forked from one
+template would share them (a job whose ranks must agree on a set's order would pass here and
+hang there). With a seed fixed by the job every interpreter has it, forked or not. A warm
+pool's template hands such a request to a spare interpreter (`ddpjob_runtime.spares`).
+
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
 and exits. Children share the template's imported modules (that is the point), its hash seed
 and OpenBLAS's single thread; everything else is the client's.
@@ -21,7 +30,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import gc
 import importlib
 import json
@@ -36,9 +44,9 @@ import tempfile
 import traceback
 import weakref
 from dataclasses import dataclass
-from errno import EINVAL
 
-from ddpjob_runtime import contract, processes, proctitle
+from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
 
@@ -53,10 +61,18 @@ PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.pa
              "ddpjob_runtime.restarts", "ddpjob_runtime.checkpoints",
              "ddpjob_runtime.dataparallel.torch.distributed",
              "ddpjob_runtime.dataparallel.torch.parallel.distributed")
+# Modules that run user code: each an interpreter of its own unless the job fixes the seed.
+OWN_INTERPRETER = ("ddpjob_runtime.worker",)
 _MAX_REQUEST = 1 << 20
-_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
-_CAPS_V3 = 0x20080522
-_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def fixed_hash_seed(value: str | None) -> int | None:
+    """The str hash seed `PYTHONHASHSEED=value` fixes; None where each interpreter draws its
+    own (unset, "random")."""
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -70,26 +86,16 @@ class Request:
     launcher: int | None = None
 
 
-class _Caps(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+def _peer(conn: socket.socket) -> int:
+    """The pid of the process that connected `conn`."""
+    return int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[:4],
+                          "little")
 
 
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
-
-
-def _enter(pid: int, kind: str, flag: int) -> None:
-    """Join the `kind` namespace of process `pid` if it is not ours."""
-    theirs = f"/proc/{pid}/ns/{kind}"
-    if os.stat(theirs).st_ino == os.stat(f"/proc/self/ns/{kind}").st_ino:
-        return
-    fd = os.open(theirs, os.O_RDONLY)
-    try:
-        _check(_libc.setns(fd, flag), f"setns {kind}")
-    finally:
+def _close(conn: socket.socket, fds: list[int]) -> None:
+    for fd in fds:
         os.close(fd)
+    conn.close()
 
 
 def _parent(pid: int) -> int:
@@ -98,41 +104,11 @@ def _parent(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2:].split()[1])
 
 
-def _client_capabilities(peer: int) -> dict[str, int]:
-    """The client's capability sets (`CapInh`, `CapPrm`, `CapEff`, `CapBnd`) as bit masks."""
-    with open(f"/proc/{peer}/status") as status:
-        fields = dict(line.split(":", 1) for line in status if line.startswith("Cap"))
-    return {name: int(value, 16) for name, value in fields.items()}
-
-
-def _take_capabilities(peer: int) -> None:
-    """Hold what the client would hold had it exec'ed this (its capabilities within its
-    bounding set, which a process asking for itself may have cut after its own start): the
-    host's sandbox took CAP_SYS_ADMIN from it (in a namespace), its runtime CAP_DAC_OVERRIDE
-    (staged channels stay read-only for root without one), a user namespace everything."""
-    caps = _client_capabilities(peer)
-    for name in ("CapEff", "CapPrm", "CapInh"):
-        caps[name] &= caps["CapBnd"]
-    for cap in (c for c in range(64) if not caps["CapBnd"] >> c & 1):
-        try:
-            processes.drop_bounding_capability(cap)
-        except OSError as exc:
-            if exc.errno != EINVAL:  # EINVAL: beyond this kernel's capabilities
-                raise OSError(exc.errno, f"drop capability {cap}: {exc.strerror}") from None
-    header = (ctypes.c_uint32 * 2)(_CAPS_V3, 0)
-    data = (_Caps * 2)()  # capabilities 0-31, then 32-63
-    for half in (0, 1):
-        data[half].effective, data[half].permitted, data[half].inheritable = (
-            caps[name] >> (32 * half) & 0xFFFFFFFF for name in ("CapEff", "CapPrm", "CapInh"))
-    _check(_libc.capset(header, data), "capset")
-
-
 def _set_up_child(request: Request, fds: list[int], peer: int) -> None:
     """In the forked child: the client's session, namespace, folder and stdio."""
     os.setsid()
-    _enter(peer, "user", _CLONE_NEWUSER)
-    _enter(peer, "mnt", _CLONE_NEWNS)
-    _take_capabilities(peer)
+    childsetup.enter_namespaces(peer)
+    childsetup.take_capabilities(peer)
     os.chdir(request.cwd)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -155,10 +131,14 @@ def _become(request: Request, base_path: list[str]) -> None:
 
 
 class Template:
-    """The serving loop: one fork per request, exit statuses back to the clients."""
+    """The serving loop: one fork per request, exit statuses back to the clients; a worker's
+    request goes to a spare interpreter where the template keeps `spares`."""
 
-    def __init__(self, listener: socket.socket):
-        self.listener = listener
+    def __init__(self, listener: socket.socket, hash_seed: int | None = None,
+                 spares: Spares | None = None):
+        self.listener, self.spares = listener, spares
+        self.hash_seed = hash_seed  # the seed this template's PYTHONHASHSEED fixed, if any
+        self.startup = startup_environment(os.environ)  # before `preload` changes it
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
 
@@ -169,12 +149,29 @@ class Template:
             for key, _ in self.selector.select():
                 if key.fileobj is self.listener:
                     self._accept()
-                    continue
-                kind, value = key.data
-                request = (self._read_request(key.fileobj) if kind == "new" else
-                           self._client_gone(value) if kind == "client" else self._exited(value))
-                if request is not None:
+                elif (request := self._dispatch(key)) is not None:
                     return request
+
+    def serve_spare(self) -> Request:
+        """As a spare (`listener`: its channel to the template): fork the one worker handed
+        over, relay its exit, then exit; returns only in the forked worker, its request."""
+        taken = take_one(self.listener)
+        request = taken and self._parse(*taken)
+        if request is not None and (child := self._fork(taken[0], request, taken[2],
+                                                        _peer(taken[0]))) is not None:
+            return child
+        while self.children:
+            for key, _ in self.selector.select():
+                self._dispatch(key)
+        os._exit(0)
+
+    def _dispatch(self, key: selectors.SelectorKey) -> Request | None:
+        kind, value = key.data
+        if kind == "spare" and self.spares is not None:
+            self.spares.heard(value)
+            return None
+        return (self._read_request(key.fileobj) if kind == "new" else
+                self._client_gone(value) if kind == "client" else self._exited(value))
 
     def _accept(self) -> None:
         conn, _ = self.listener.accept()
@@ -191,12 +188,35 @@ class Template:
         self.selector.unregister(conn)
         try:
             message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
-            request = Request(**json.loads(message))
-        except (OSError, ValueError, TypeError) as exc:
+        except OSError as exc:
             log.warning("a bad request from pid %d: %s", peer, exc)
             conn.close()
             return None
-        return self._fork(conn, request, fds, peer)
+        request = self._parse(conn, message, fds)
+        if request is None or self._forks(request):
+            return request and self._fork(conn, request, fds, peer)
+        if self.spares is None or not self.spares.hand_over(message, request.env, conn, fds):
+            with contextlib.suppress(OSError):
+                conn.send(b"P")  # a worker: as an interpreter of its own
+        _close(conn, fds)
+        return None
+
+    @staticmethod
+    def _parse(conn: socket.socket, message: bytes, fds: list[int]) -> Request | None:
+        """The request in `message`; None (and `conn` and `fds` closed) when it is none."""
+        try:
+            return Request(**json.loads(message))
+        except (ValueError, TypeError) as exc:
+            log.warning("a bad request: %s", exc)
+            _close(conn, fds)
+            return None
+
+    def _forks(self, request: Request) -> bool:
+        """Whether this request's process may be forked: it runs no user code, or the job
+        fixed the hash seed this template has (as every interpreter of the job would) and
+        asks for no other start-up setting than the template's (`PYTHONWARNINGS`, ...)."""
+        return request.argv[:1] != [] and request.argv[0] not in OWN_INTERPRETER or (
+            self.hash_seed is not None and startup_environment(request.env) == self.startup)
 
     def _fork(self, conn: socket.socket, request: Request, fds: list[int],
               peer: int) -> Request | None:
@@ -260,10 +280,12 @@ class Template:
             conn.close()
 
     def stop(self, _signum: int = 0, _frame: object = None) -> None:
-        """Kill every child's process group and exit."""
+        """Kill every child's process group, and the spares, and exit."""
         for pid in self.children:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        if self.spares is not None:
+            self.spares.stop()
         os._exit(0)
 
 
@@ -284,16 +306,20 @@ def preload() -> None:
 
 
 def main(argv: list[str]) -> None:
-    """`python -m ddpjob_runtime.zygote FD FOLDER`: serve the listening socket FD."""
+    """`python -m ddpjob_runtime.zygote FD FOLDER [--spares | --spare]`: serve the listening
+    socket FD (keeping spare worker interpreters), or as a spare, its channel FD."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    proctitle.set_title("template", *argv[1:2])
+    spare = argv[2:] == [contract.ZYGOTE_SPARE_FLAG]
+    proctitle.set_title(contract.ZYGOTE_SPARE_ROLE if spare else "template", *argv[1:2])
     listener = socket.socket(fileno=int(argv[0]))
-    template = Template(listener)
+    template = Template(listener, fixed_hash_seed(os.environ.get("PYTHONHASHSEED")))
+    if argv[2:] == [contract.ZYGOTE_SPARES_FLAG]:  # its environment before `preload`'s
+        template.spares = Spares(argv[1], dict(os.environ), template.selector)
     signal.signal(signal.SIGTERM, template.stop)
     pythonpath = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
     base_path = [p for p in sys.path[1:] if p not in pythonpath]
     preload()
-    request = template.serve()
+    request = template.serve_spare() if spare else template.serve()
     logging.root.handlers.clear()
     _exit(_run(request, base_path))
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import tarfile
 import time
 from collections.abc import Callable, Iterator
@@ -146,3 +148,10 @@ def machine_state() -> tuple:
         if opt.is_dir() else None
     return (entries, opt.stat().st_mtime_ns if opt.exists() else None,
             os.path.lexists("/opt/ml"), Path("/proc/self/mountinfo").read_text())
+
+
+def hash_in_an_interpreter(seed: str, text: str = "some string") -> str:
+    """`hash(text)` in a fresh interpreter started with PYTHONHASHSEED=seed."""
+    return subprocess.run([sys.executable, "-c", f"print(hash({text!r}))"], check=True,
+                          env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True,
+                          text=True).stdout.strip()

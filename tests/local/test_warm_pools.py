@@ -19,6 +19,7 @@ from ddpjob.local.session import LocalSession
 from tests.local.conftest import (
     JOBS,
     assert_no_processes,
+    hash_in_an_interpreter,
     log_text,
     processes_under,
     source_tar,
@@ -33,10 +34,11 @@ KEEP_S = 60
 
 
 def _request(session: LocalSession, tmp_path: Path, name: str, script: str = "noop.py", *,
-             keep_alive: int | None = KEEP_S, hosts: int = 1, scripts: tuple[str, ...] = (),
-             hyperparameters: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+             keep_alive: int | None = KEEP_S, hosts: int = 1, workers: int = 1,
+             scripts: tuple[str, ...] = (), hyperparameters: dict[str, str] | None = None,
+             **extra: Any) -> dict[str, Any]:
     source = source_tar(tmp_path / name, JOBS / script, *(JOBS / s for s in scripts))
-    request = training_request(session, name, source, script, hosts=hosts, workers=1,
+    request = training_request(session, name, source, script, hosts=hosts, workers=workers,
                                hyperparameters=hyperparameters, **extra)
     if keep_alive is not None:
         request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = keep_alive
@@ -69,12 +71,52 @@ def _parents(session: LocalSession, name: str, hosts: int = 1) -> set[str]:
     return set(re.findall(r"rank \d parent: (.*)", logs))
 
 
+def _spares_ready(session: LocalSession, name: str, count: int) -> None:
+    """Wait until the template of the pool job `name` ran on said `count` spares were ready
+    (in all, since it started)."""
+    log = session.home / "pools" / _pool_of(session, name)["Name"] / "template.log"
+    wait_for(lambda: log.read_text().count("spare worker interpreter") >= count, 120,
+             f"{count} spare interpreters of the pool of {name}")
+
+
+def _hashes(session: LocalSession, name: str, hosts: int) -> dict[str, str]:
+    """rank -> its hash of a fixed string (`hash_probe.py`)."""
+    logs = "".join(log_text(session, name, f"algo-{h + 1}") for h in range(hosts))
+    return dict(re.findall(r"rank (\d) hash: (.*)", logs))
+
+
+def test_the_ranks_on_a_pool_have_hash_seeds_of_their_own_or_the_one_the_job_fixes(
+    session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank of each job on a pool has its own str hash seed, as separate interpreters
+    would: the first job's workers start on their own, the next job's are the spare
+    interpreters the pool's template started meanwhile; a job that fixes PYTHONHASHSEED on
+    the same pool has it in every rank."""
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    hashes = []
+    for name in ("cold-seeds", "warm-seeds"):
+        _run(session, _request(session, tmp_path, name, "hash_probe.py", hosts=2, workers=2))
+        hashes.append(_hashes(session, name, 2))
+        assert sorted(hashes[-1]) == ["0", "1", "2", "3"]
+        _spares_ready(session, name, 4 * len(hashes))  # each worker's request started one
+    assert len(set(hashes[0].values()) | set(hashes[1].values())) == 8, hashes
+    parents = _parents(session, "warm-seeds", 2)
+    assert all(p.strip().startswith("ddpjob-spare-worker ") for p in parents), parents
+    _run(session, _request(session, tmp_path, "fixed-seed", "hash_probe.py", hosts=2,
+                           workers=2, Environment={"PYTHONHASHSEED": "7"}))
+    assert _pool_of(session, "fixed-seed")["Jobs"] == ["cold-seeds", "warm-seeds", "fixed-seed"]
+    assert set(_hashes(session, "fixed-seed", 2).values()) == {hash_in_an_interpreter("7")}
+    session.stop_warm_pool(_pool_of(session, "fixed-seed")["Name"])
+    assert_no_processes(session.home)
+
+
 def test_a_matching_job_starts_on_the_pool_the_last_one_left(
     session: LocalSession, tmp_path: Path
 ) -> None:
     first = _run(session, _request(session, tmp_path, "first", "parent_probe.py", hosts=2))
     assert first["WarmPoolStatus"]["Status"] == "Available"
     assert "reusing" not in first["SecondaryStatusTransitions"][0]["StatusMessage"]
+    _spares_ready(session, "first", 2)
     second = _run(session, _request(session, tmp_path, "second", "parent_probe.py", hosts=2))
     assert second["WarmPoolStatus"]["Status"] == "Available"
     pool = _pool_of(session, "second")
@@ -85,8 +127,9 @@ def test_a_matching_job_starts_on_the_pool_the_last_one_left(
     reused = _warm(session, "first")
     assert reused["Status"] == "Reused" and reused["ReusedByJob"] == "second"
     assert reused["ResourceRetainedBillableTimeInSeconds"] >= 0
-    parents = _parents(session, "first", 2) | _parents(session, "second", 2)
-    assert len(parents) == 1 and pool["Name"] in parents.pop()  # one template: the pool's
+    # the first job's workers start on their own, the second's are the pool's spares
+    assert all(p.strip().startswith("ddpjob-agent algo-") for p in _parents(session, "first", 2))
+    assert all(pool["Name"] in p for p in _parents(session, "second", 2))
     session.stop_warm_pool(pool["Name"])
     assert _terminated(session, "second")["Reason"] == "stopped by the user"
     assert _warm(session, "second")["Status"] == "Terminated"
@@ -171,12 +214,14 @@ def test_nothing_of_one_job_reaches_the_next_on_the_same_pool(
     _run(session, _request(session, tmp_path, "leaves", "warm_probe.py", scripts=scripts,
                            hyperparameters={"phase": "leave"}))
     port = re.search(r"rank 0 port (\d+)", log_text(session, "leaves", "algo-1")).group(1)
+    _spares_ready(session, "leaves", 1)  # the next job's worker: a spare of the pool
     checks = _run(session, _request(session, tmp_path, "checks", "warm_probe.py",
                                     scripts=scripts,
                                     hyperparameters={"phase": "check", "port": port}))
     assert "rank 0 found: []" in log_text(session, "checks", "algo-1")
     assert "reusing the warm pool" in checks["SecondaryStatusTransitions"][0]["StatusMessage"]
-    assert _parents(session, "leaves") == _parents(session, "checks")  # the same template
+    spares = _parents(session, "checks")  # the worker came from one of the pool's spares
+    assert all(p.strip().startswith("ddpjob-spare-worker ") for p in spares), spares
     session.stop_warm_pool(_pool_of(session, "checks")["Name"])
     assert_no_processes(session.home)
 

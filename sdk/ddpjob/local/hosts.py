@@ -28,6 +28,7 @@ from ddpjob.local import (
     proctree,
     sandbox,
     staging,
+    templates,
 )
 from ddpjob.local.poolkeeper import Lease
 from ddpjob.local.templates import Template
@@ -84,7 +85,8 @@ class Hosts:
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
         # the job's own template, or the warm pool's it holds (`poolkeeper.Lease`)
-        self.template = template or Template(job_dir, job_dir / "logs" / "template.log")
+        self.template = template or Template(job_dir, job_dir / "logs" / "template.log",
+                                             templates.hash_seed(request))
 
     def _env(self, root: Path, gpu_ids: list[str], cache: Path | None) -> dict[str, str]:
         env = dict(os.environ)

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import proctitle
+from ddpjob_runtime import contract, proctitle
 
-from ddpjob.local import poolcache, pools, proctree
+from ddpjob.local import poolcache, pools, proctree, templates
 from ddpjob.local.templates import Template
 
 log = logging.getLogger("ddpjob.local.poolkeeper")
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, lambda *_: signalled.append(
             pools.read(folder).stop_requested if (folder / pools.RECORD).exists() else "stopped"))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    template = Template(folder, folder / "template.log")
+    template = Template(folder, folder / "template.log", spares=True)
     name = template.start() if pools.read(folder).preloaded else ""
 
     def started(pool: pools.Pool) -> None:
@@ -150,17 +150,18 @@ def main(argv: list[str] | None = None) -> None:
                          lambda pool: _terminate(pool, reason or "the keeper failed"))
 
 
-def spawn(folder: Path) -> None:
+def spawn(folder: Path, seed: str | None = None) -> None:
     """Start the keeper of the pool in `folder`, outside this process's tree: the child that
     starts it exits at once, so the keeper is nobody's below us (fork this before becoming a
-    subreaper)."""
+    subreaper). Its template gets the str hash seed `seed` fixes (the creating job's)."""
     out = os.open(folder / "keeper.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     pid = os.fork()
     if pid == 0:
         try:
             subprocess.Popen([sys.executable, "-m", pools.KEEPER_MODULE, str(folder)],
                              stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True)  # fmt: skip
+                             start_new_session=True, env=templates.environment(seed),
+                             )  # fmt: skip
         finally:
             os._exit(0)
     os.close(out)
@@ -188,7 +189,7 @@ class Lease:
             return
         folder = pools.create(self.home, self.request, self.key, os.getpid(), self.preloaded)
         self.pool_id = folder.name
-        spawn(folder)
+        spawn(folder, templates.hash_seed(self.request))
 
     def start(self) -> str:
         """The template's name, once the pool's keeper started it."""
@@ -211,11 +212,14 @@ class Lease:
     command = Template.command
 
     def stop(self) -> None:
-        """The job's hosts ended: end what is left of the processes forked for them (the pool
-        and its template stay)."""
+        """The job's hosts ended: end what is left of the processes forked for them (the pool,
+        its template and its spare worker interpreters stay; a spare that was handed a worker
+        exits with it)."""
         template_pid = pools.read(self.folder).template_pid
         deadline = time.monotonic() + LEFTOVER_GRACE_S
-        while template_pid and (left := proctree.descendants(template_pid)):
+        while template_pid and (left := [
+                pid for pid in proctree.descendants(template_pid)
+                if not _is_spare(pid)]):
             proctree.signal_all(left, signal.SIGKILL if time.monotonic() > deadline
                                 else signal.SIGTERM)  # fmt: skip
             time.sleep(0.05)
@@ -229,3 +233,11 @@ class Lease:
 
 if __name__ == "__main__":
     main()
+
+
+def _is_spare(pid: int) -> bool:
+    """Whether `pid` is one of the template's spare worker interpreters (titled, or as its
+    command line says before it titled itself)."""
+    args = proctree.cmdline(pid)
+    return args[-1:] == [contract.ZYGOTE_SPARE_FLAG] or " ".join(args).startswith(
+        proctitle.title(contract.ZYGOTE_SPARE_ROLE))

@@ -7,6 +7,11 @@ too (the template's name in `DDPJOB_ZYGOTE` turns that on). The listening
 socket is made here, before any host starts, and handed to the template: a client that
 connects while the template still imports torch waits in the socket's backlog.
 
+Workers, which run user code, are not forked but start as interpreters of their own (each its
+own str hash seed, as on SageMaker), unless the job's environment fixes `PYTHONHASHSEED`: the
+template is started with the job's seed, so that its forked workers have it as every
+interpreter of the job would (`ddpjob_runtime.zygote`).
+
 `DDPJOB_PRELOAD=0` turns templates off (every process starts its own interpreter, as before).
 """
 
@@ -22,14 +27,26 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddpjob_runtime import forkrun, processes
+from ddpjob_runtime import contract, forkrun, processes
 
 log = logging.getLogger("ddpjob.local.supervisor")
 
 SWITCH_ENV = "DDPJOB_PRELOAD"
 ZYGOTE_MODULE = "ddpjob_runtime.zygote"
 STOP_GRACE_S = 5.0
+HASH_SEED_ENV = "PYTHONHASHSEED"
 _OFF = ("0", "false", "no", "off")
+
+
+def hash_seed(request: dict) -> str | None:
+    """The `PYTHONHASHSEED` the request's environment sets (None: each interpreter draws one)."""
+    return (request.get("Environment") or {}).get(HASH_SEED_ENV)
+
+
+def environment(seed: str | None) -> dict[str, str]:
+    """This process's environment with the job's `PYTHONHASHSEED` where it sets one: what a
+    template (or a pool's keeper, which starts one) is started with."""
+    return {**os.environ, **({HASH_SEED_ENV: seed} if seed is not None else {})}
 
 
 def enabled() -> bool:
@@ -40,10 +57,13 @@ def enabled() -> bool:
 
 
 class Template:
-    """One template process, started by `start` and ended by `stop`."""
+    """One template process, started by `start` and ended by `stop`, with the str hash seed
+    `seed` fixes (None: a random one, or this process's `PYTHONHASHSEED`); with `spares` it
+    keeps spare worker interpreters (`ddpjob_runtime.spares`: a warm pool's)."""
 
-    def __init__(self, folder: Path, log_file: Path):
-        self.folder, self.log_file = folder, log_file
+    def __init__(self, folder: Path, log_file: Path, seed: str | None = None,
+                 spares: bool = False):
+        self.folder, self.log_file, self.seed, self.spares = folder, log_file, seed, spares
         self.proc: subprocess.Popen | None = None
         self.name = ""
 
@@ -56,10 +76,11 @@ class Template:
             listener.listen(socket.SOMAXCONN)
             with open(self.log_file, "ab") as out:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", ZYGOTE_MODULE, str(listener.fileno()), str(self.folder)],
+                    [sys.executable, "-m", ZYGOTE_MODULE, str(listener.fileno()), str(self.folder),
+                     *([contract.ZYGOTE_SPARES_FLAG] if self.spares else [])],
                     pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, start_new_session=True,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                    env={**environment(self.seed), "PYTHONUNBUFFERED": "1"},
                     preexec_fn=processes.ends_with_this_process(),
                 )  # fmt: skip
         log.info("started the job's template process (pid %d)", self.proc.pid)
