@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Estimator": "ddpjob.estimator",
     "HuggingFace": "ddpjob.huggingface",
+    "Interruption": "ddpjob.local.interruptions",
     "PyTorch": "ddpjob.pytorch",
     "TrainingInput": "ddpjob.training_input",
     "TrainingJobAnalytics": "ddpjob.analytics",
@@ -21,13 +22,14 @@ _EXPORTS = {
     "get_execution_role": "ddpjob.sagemaker.session",
 }
 
-__all__ = ["Estimator", "HuggingFace", "LocalSession", "PyTorch", "Session", "TrainingInput",
-           "TrainingJobAnalytics", "get_execution_role"]
+__all__ = ["Estimator", "HuggingFace", "Interruption", "LocalSession", "PyTorch", "Session",
+           "TrainingInput", "TrainingJobAnalytics", "get_execution_role"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.analytics import TrainingJobAnalytics
     from ddpjob.estimator import Estimator
     from ddpjob.huggingface import HuggingFace
+    from ddpjob.local.interruptions import Interruption
     from ddpjob.local.session import LocalSession
     from ddpjob.pytorch import PyTorch
     from ddpjob.sagemaker.session import Session, get_execution_role

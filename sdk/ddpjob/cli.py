@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ddpjob import backends, pools_cli
+from ddpjob import backends, interrupt_cli, pools_cli
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
 from ddpjob.errors import (
     ControlPlaneError,
@@ -105,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("cache_command", choices=("info", "clear"))
     cache.add_argument("--config", help=_CONFIG_HELP)
     pools_cli.add_parser(commands, _CONFIG_HELP)
+    interrupt_cli.add_parser(commands, _CONFIG_HELP)
     return parser
 
 
@@ -237,11 +238,14 @@ def _run(args: argparse.Namespace, config: Config) -> int:
     from ddpjob.pytorch import PyTorch
 
     kwargs, fit_kwargs = _estimator_kwargs(args)
+    planned = kwargs.pop("interruptions", None)
     backend, kwargs["instance_type"] = resolve_backend(args.backend, kwargs.get("instance_type"),
                                                        config)
     kwargs = merge_defaults(kwargs, config)
     _require_role(kwargs, config, backend)
     kwargs["session"] = _session(args, config, backend)
+    if planned is not None:
+        kwargs["session"] = interrupt_cli.rehearsing(kwargs["session"], planned, args.spec)
     estimator = PyTorch(**kwargs)
     if args.dry_run:
         request = estimator.training_job_request(**fit_kwargs)
@@ -321,7 +325,7 @@ def _cache(args: argparse.Namespace, config: Config) -> int:
 
 
 _COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download,
-             "cache": _cache, "pools": pools_cli.run}
+             "cache": _cache, "pools": pools_cli.run, "interrupt": interrupt_cli.run}
 
 
 def _error(message: str, *, bad_input: bool = False) -> None:

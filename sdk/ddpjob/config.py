@@ -48,6 +48,8 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 # fit() takes.
 SPEC_ESTIMATOR_KEYS = arguments.SPEC_KEYS
 SPEC_FIT_KEYS = frozenset({"inputs", "job_name"})
+# Spec keys of the session that runs the job: a local job's rehearsed interruptions.
+SPEC_SESSION_KEYS = frozenset({"interruptions"})
 # Spec keys that name a folder or a URI: a plain relative path is relative to the spec.
 _SPEC_LOCATIONS = ("inputs", "checkpoint_s3_uri", "output_path", "code_location")
 # Spec keys the CLI merges with flags or config defaults, so their shape is checked on reading.
@@ -58,6 +60,7 @@ _SPEC_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
     "tags": ((dict, list), "a mapping of tag keys to values, or a list of {Key: ..., Value: ...}"),
     "job_name": ((str,), "a job name (letters, digits and hyphens)"),
     "dependencies": ((list,), "a list of folder paths"),
+    "interruptions": ((list,), "a list of mappings (after_s, within_s, seed, host, notice)"),
 }
 
 
@@ -165,9 +168,10 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     """Read a job spec: the estimator's keyword arguments plus `inputs` and `job_name`."""
     spec_path = Path(path).expanduser()
     data = _read_yaml_mapping(spec_path, "job spec")
-    unknown = sorted(set(data) - SPEC_ESTIMATOR_KEYS - SPEC_FIT_KEYS, key=str)
+    known = SPEC_ESTIMATOR_KEYS | SPEC_FIT_KEYS | SPEC_SESSION_KEYS
+    unknown = sorted(set(data) - known, key=str)
     if unknown:
-        allowed = ", ".join(sorted(SPEC_ESTIMATOR_KEYS | SPEC_FIT_KEYS))
+        allowed = ", ".join(sorted(known))
         raise UserInputError(
             f"job spec {spec_path}: unknown key {unknown[0]!r}; allowed: {allowed}")
     for key, (types, allowed_text) in _SPEC_SHAPES.items():

@@ -43,14 +43,17 @@ class SecondaryStatus(str, enum.Enum):
     STOPPED = "Stopped"
     MAX_RUNTIME_EXCEEDED = "MaxRuntimeExceeded"
     RESTARTING = "Restarting"  # a retry after an internal error (RetryStrategy), then Starting
+    INTERRUPTED = "Interrupted"  # spot capacity reclaimed: the hosts end, then Restarting
+    MAX_WAIT_TIME_EXCEEDED = "MaxWaitTimeExceeded"  # a spot job past MaxWaitTimeInSeconds
 
     @property
     def primary(self) -> TrainingJobStatus:
-        """The primary status this secondary status belongs to: a running or restarting job is
-        InProgress, MaxRuntimeExceeded is Stopped, the others share their primary's name."""
-        if self in _RUNNING or self is SecondaryStatus.RESTARTING:
+        """The primary status this secondary status belongs to: a running, interrupted or
+        restarting job is InProgress, MaxRuntimeExceeded and MaxWaitTimeExceeded are Stopped,
+        the others share their primary's name."""
+        if self in _RUNNING or self in (SecondaryStatus.RESTARTING, SecondaryStatus.INTERRUPTED):
             return TrainingJobStatus.IN_PROGRESS
-        if self is SecondaryStatus.MAX_RUNTIME_EXCEEDED:
+        if self in (SecondaryStatus.MAX_RUNTIME_EXCEEDED, SecondaryStatus.MAX_WAIT_TIME_EXCEEDED):
             return TrainingJobStatus.STOPPED
         return TrainingJobStatus(self.value)
 
@@ -102,15 +105,18 @@ S = SecondaryStatus
 # The progress of a running job only moves forward; any running state may fail or be stopped,
 # or be retried after an internal error: Restarting, then Starting again (SageMaker's
 # RetryStrategy documentation: "When the job is retried, its SecondaryStatus is changed to
-# STARTING").
+# STARTING"). A spot job is Interrupted when its capacity is reclaimed, then Restarting once
+# its hosts ended (or Completed when they had finished), until MaxWaitTimeInSeconds ends it.
 _RUNNING = (S.STARTING, S.DOWNLOADING, S.TRAINING, S.UPLOADING)
-_ENDINGS = (S.STOPPING, S.FAILED, S.MAX_RUNTIME_EXCEEDED)
+_ENDINGS = (S.STOPPING, S.FAILED, S.MAX_RUNTIME_EXCEEDED, S.MAX_WAIT_TIME_EXCEEDED)
+_AGAIN = (S.RESTARTING, S.INTERRUPTED)
 ALLOWED_MOVES: dict[SecondaryStatus, frozenset[SecondaryStatus]] = {
-    S.STARTING: frozenset({S.DOWNLOADING, S.TRAINING, S.UPLOADING, S.COMPLETED, S.RESTARTING,
+    S.STARTING: frozenset({S.DOWNLOADING, S.TRAINING, S.UPLOADING, S.COMPLETED, *_AGAIN,
                            *_ENDINGS}),
-    S.DOWNLOADING: frozenset({S.TRAINING, S.UPLOADING, S.COMPLETED, S.RESTARTING, *_ENDINGS}),
-    S.TRAINING: frozenset({S.UPLOADING, S.COMPLETED, S.RESTARTING, *_ENDINGS}),
-    S.UPLOADING: frozenset({S.COMPLETED, S.RESTARTING, *_ENDINGS}),
+    S.DOWNLOADING: frozenset({S.TRAINING, S.UPLOADING, S.COMPLETED, *_AGAIN, *_ENDINGS}),
+    S.TRAINING: frozenset({S.UPLOADING, S.COMPLETED, *_AGAIN, *_ENDINGS}),
+    S.UPLOADING: frozenset({S.COMPLETED, *_AGAIN, *_ENDINGS}),
+    S.INTERRUPTED: frozenset({S.RESTARTING, S.COMPLETED, *_ENDINGS}),
     S.RESTARTING: frozenset({S.STARTING, *_ENDINGS}),
     # A stop request wins over whatever the hosts do next, except a failure that already
     # happened (SageMaker reports a job that failed while stopping as Failed).
@@ -119,6 +125,7 @@ ALLOWED_MOVES: dict[SecondaryStatus, frozenset[SecondaryStatus]] = {
     S.FAILED: frozenset(),
     S.STOPPED: frozenset(),
     S.MAX_RUNTIME_EXCEEDED: frozenset(),
+    S.MAX_WAIT_TIME_EXCEEDED: frozenset(),
 }
 
 
@@ -164,6 +171,8 @@ class EndCause(str, enum.Enum):
     HOST_FAILED = "host failed"
     STOP_REQUESTED = "stop requested"
     MAX_RUNTIME = "max runtime exceeded"
+    MAX_WAIT = "max wait time exceeded"
+    INTERRUPTED = "spot interruption"
 
 
 def ending(exit_codes: Iterable[int], cause: EndCause | None) -> SecondaryStatus:
@@ -173,8 +182,10 @@ def ending(exit_codes: Iterable[int], cause: EndCause | None) -> SecondaryStatus
     """
     if cause is EndCause.MAX_RUNTIME:
         return S.MAX_RUNTIME_EXCEEDED
+    if cause is EndCause.MAX_WAIT:
+        return S.MAX_WAIT_TIME_EXCEEDED
     if cause is EndCause.STOP_REQUESTED:
         return S.STOPPED
-    if cause is None and all(code == 0 for code in exit_codes):
-        return S.COMPLETED
+    if cause in (None, EndCause.INTERRUPTED) and all(code == 0 for code in exit_codes):
+        return S.COMPLETED  # an interruption that came after every host had finished
     return S.FAILED

@@ -25,8 +25,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
-from ddpjob.errors import ControlPlaneError, JobNotFoundError
-from ddpjob.local import gpus, metrics, pools, proctree, responses, validation
+from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
+from ddpjob.local import (
+    gpus,
+    hostroot,
+    interruptions,
+    metrics,
+    pools,
+    proctree,
+    responses,
+    validation,
+)
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
 from ddpjob.request import service_model
@@ -127,10 +136,14 @@ class LocalSageMakerClient:
                 f"{said}", code="ResourceInUse", operation="CreateTrainingJob",
                 service_message=said) from None
 
-    def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Create the checked job whose name this process reserved, and start it."""
+    def create_reserved(self, request: dict[str, Any],
+                        schedule: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Create the checked job whose name this process reserved, and start it; `schedule`:
+        its planned interruptions (`interruptions.schedule`)."""
         name = request["TrainingJobName"]
-        job_dir = self.store.create(name, request, JobState.new(name), reserved=True)
+        state = JobState.new(name)
+        state.schedule = schedule or []
+        job_dir = self.store.create(name, request, state, reserved=True)
         self._start_supervisor(name, job_dir)
         return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
 
@@ -169,6 +182,29 @@ class LocalSageMakerClient:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)  # it also polls the state; the signal saves time
         return copy.deepcopy(_OK)
+
+    def interrupt(self, name: str, host: str | None = None, notice: bool = True) -> None:
+        """Interrupt the running job `name` (not a SageMaker API; `LocalSession.interrupt`)."""
+        what = f"interrupt {name}"
+        state = self._seen(self._known(name, "InterruptTrainingJob"))
+        request = self.store.request(name)
+        if state.is_terminal:
+            raise UserInputError(f"{what}: the job has already ended ({state.status.value})")
+        if notice and not interruptions.is_spot(request):
+            raise UserInputError(
+                f"{what}: a spot interruption (with notice) needs a spot job "
+                f"(use_spot_instances=True); a lost host (notice=False, --no-notice) applies "
+                f"to any job")
+        hosts = hostroot.host_names(request)
+        interruptions.check_host(host, hosts, what)
+        target = host if host is not None or notice else hosts[-1]
+        taken: list[bool] = []
+        asked = self.store.update(name, lambda s: taken.append(
+            s.request_interruption(target, notice, "interrupt")) or taken[0])
+        if not taken[0]:
+            raise UserInputError(f"{what}: the job cannot be interrupted now (it is "
+                                 f"{asked.status.value}"
+                                 f"{', an interruption is under way' if asked.pending else ''})")
 
     @_boto3_api
     def update_training_job(self, **kwargs: Any) -> dict[str, Any]:

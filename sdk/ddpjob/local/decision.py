@@ -6,7 +6,9 @@ The supervisor observes its hosts (phases, exit codes), the stop request and the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ddpjob.job_status import EndCause, SecondaryStatus, job_progress
 from ddpjob.local.failure_cause import HostFailure, choose
@@ -22,6 +24,9 @@ class Observation:
     running_s: float = 0.0  # since training started (or the job was created)
     max_run_s: float | None = None  # MaxRuntimeInSeconds
     ending: EndCause | None = None  # what already made the supervisor end the hosts
+    waited_s: float = 0.0  # since the job was created
+    max_wait_s: float | None = None  # MaxWaitTimeInSeconds of a spot job
+    interruption: Mapping[str, Any] | None = None  # asked for or planned, due now
 
 
 @dataclass(frozen=True)
@@ -32,22 +37,29 @@ class Decision:
     failed_host: str | None = None  # the first host seen exiting non-zero
     progress: SecondaryStatus | None = None
     done: bool = False
+    interrupt: Mapping[str, Any] | None = None  # the interruption to fire now
 
 
 def decide(seen: Observation) -> Decision:
     """The next step for the job seen in `seen`.
 
     Once the hosts are being ended nothing else is decided until they all exited. A stop
-    request comes first, then MaxRuntimeInSeconds, then a host that failed; otherwise the job
-    is as far as its slowest host (a host that exited 0 is "Done").
+    request comes first, then MaxWaitTimeInSeconds, MaxRuntimeInSeconds, an interruption (with
+    notice it ends the hosts; a lost host is only killed: its failure comes next), then a host
+    that failed; otherwise the job is as far as its slowest host (exited 0: "Done").
     """
     done = all(code is not None for code in seen.exit_codes.values())
     if seen.ending is not None:
         return Decision(done=done)
     if seen.stop_requested:
         return Decision(end=EndCause.STOP_REQUESTED, done=done)
+    if seen.max_wait_s and seen.waited_s > seen.max_wait_s:
+        return Decision(end=EndCause.MAX_WAIT, done=done)
     if seen.max_run_s and seen.running_s > seen.max_run_s:
         return Decision(end=EndCause.MAX_RUNTIME, done=done)
+    if seen.interruption is not None and not done:
+        end = EndCause.INTERRUPTED if seen.interruption["notice"] else None
+        return Decision(end=end, interrupt=seen.interruption)
     failed = [host for host, code in seen.exit_codes.items() if code not in (None, 0)]
     if failed:
         return Decision(end=EndCause.HOST_FAILED, failed_host=failed[0], done=done)

@@ -79,6 +79,7 @@ class Hosts:
         self.procs: dict[str, subprocess.Popen] = {}
         self.kill_at: float | None = None
         self.signalled_at: float | None = None  # when `terminate` first signalled the hosts
+        self.grace_s = STOP_GRACE_S  # of the last `terminate`
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
@@ -206,20 +207,29 @@ class Hosts:
             self.exited_at.setdefault(host, time.time())  # a killed host writes no time itself
         return codes
 
-    def terminate(self) -> None:
-        """Ask every host to stop (SIGTERM, which the runtime forwards to its workers)."""
-        for proc in self.procs.values():
-            if proc.poll() is None:
+    def terminate(self, names: list[str] | None = None, grace_s: float = STOP_GRACE_S) -> None:
+        """Ask the hosts `names` (default: all) to stop: SIGTERM, which the runtime forwards to
+        its workers; `kill_if_overdue` SIGKILLs what is left `grace_s` later."""
+        for host, proc in self.procs.items():
+            if (names is None or host in names) and proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
                     proc.send_signal(signal.SIGTERM)
-        self.kill_at = time.monotonic() + STOP_GRACE_S
+        deadline = time.monotonic() + grace_s
+        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
+        self.grace_s = grace_s
         if self.signalled_at is None:
             self.signalled_at = time.time()
+
+    def lose(self, host: str) -> None:
+        """Host `host` is lost without notice: SIGKILL its process tree at once."""
+        proc = self.procs[host]
+        tree = [proc.pid, *proctree.descendants(proc.pid)]
+        proctree.signal_all(tree, signal.SIGKILL)
 
     def kill_if_overdue(self) -> None:
         """SIGKILL everything below the supervisor once the grace after `terminate` is over."""
         if self.kill_at is not None and time.monotonic() > self.kill_at:
-            log.warning("hosts still running %.0f s after SIGTERM: SIGKILL", STOP_GRACE_S)
+            log.warning("hosts still running %.0f s after SIGTERM: SIGKILL", self.grace_s)
             proctree.signal_all(proctree.descendants(os.getpid()), signal.SIGKILL)
             self.kill_at = None
 
@@ -238,10 +248,12 @@ class Hosts:
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool
 
     def forget(self) -> None:
-        """Before the ended hosts start again (a job retry): forget their processes and the
-        phases and failures they wrote, so that nothing of the last attempt is read as new."""
+        """Before the ended hosts start again (a job retry, a spot restart): forget their
+        processes and phases, and remove their roots, so that nothing of the last attempt is
+        read as new and the next starts on fresh hosts (checkpoints come from the URI)."""
         self.procs, self.exited_at = {}, {}
         self.kill_at = self.signalled_at = None
         for host in self.names:
             hostroot.status_file(self.job_dir, host).unlink(missing_ok=True)
-            failure_cause.clear(self.job_dir / "hosts" / host / "output")
+            failure_cause.clear(self.job_dir / "hosts" / host / "output")  # if rmtree fails
+            shutil.rmtree(self.job_dir / "hosts" / host, ignore_errors=True)

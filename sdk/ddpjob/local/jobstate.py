@@ -29,6 +29,8 @@ MESSAGES = {
     S.STOPPED: "The training job has stopped",
     S.MAX_RUNTIME_EXCEEDED: "The job exceeded MaxRuntimeInSeconds and was stopped",
     S.RESTARTING: "Restarting the training job after an internal error",
+    S.INTERRUPTED: "The training job was interrupted: spot capacity was reclaimed",
+    S.MAX_WAIT_TIME_EXCEEDED: "The job exceeded MaxWaitTimeInSeconds and was stopped",
 }
 
 
@@ -54,6 +56,16 @@ class JobState:
     failure_reason: str | None = None
     supervisor_pid: int | None = None
     hosts: dict[str, HostRecord] = field(default_factory=dict)
+    # Attempts (job retries, spot restarts): the current one, when its training started, the
+    # seconds earlier attempts trained (TrainingTimeInSeconds, and what MaxRuntime bounds).
+    attempt: int = 1
+    attempt_start_time: float | None = None
+    training_seconds: float = 0.0
+    # Interruptions (`interruptions`): planned per attempt, the one asked for and not yet
+    # fired (`interrupt`), and those fired.
+    schedule: list[dict[str, Any]] = field(default_factory=list)
+    pending: dict[str, Any] | None = None
+    interruptions: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def new(cls, name: str, now: float | None = None) -> JobState:
@@ -90,6 +102,11 @@ class JobState:
         self.transitions.append(entry)
         if new is S.TRAINING and self.training_start_time is None:
             self.training_start_time = now
+        if new is S.TRAINING and self.attempt_start_time is None:
+            self.attempt_start_time = now
+        if (new is S.RESTARTING or new.is_terminal) and self.attempt_start_time is not None:
+            self.training_seconds += now - self.attempt_start_time  # the attempt's hosts ended
+            self.attempt_start_time = None
         self.status = new
         self.last_modified_time = now
         return True  # what every transition returns once it moved
@@ -128,11 +145,51 @@ class JobState:
         return self._set_state(S.RESTARTING, message, now)
 
     def start_again(self, now: float | None = None) -> bool:
-        """The retried job's hosts start again: Starting. False unless it is Restarting (a stop
-        asked for meanwhile wins)."""
+        """The retried job's hosts start again, the next attempt: Starting. False unless it is
+        Restarting (a stop asked for meanwhile wins)."""
         if self.status is not S.RESTARTING:
             return False
+        self.attempt += 1
         return self._set_state(S.STARTING, None, now)
+
+    def training_s(self, now: float) -> float:
+        """Seconds the job trained so far, over all its attempts."""
+        current = now - self.attempt_start_time if self.attempt_start_time is not None else 0.0
+        return self.training_seconds + current
+
+    def request_interruption(self, host: str | None, notice: bool, source: str) -> bool:
+        """Ask the supervisor to interrupt the job (`host`: one host; `notice`: a spot reclaim,
+        else a lost host; `source`: who asked). False when it cannot be now: the job ended, is
+        stopping, interrupted or restarting, or an interruption is already asked for."""
+        if self.is_terminal or self.pending is not None or \
+                self.status in (S.STOPPING, S.INTERRUPTED, S.RESTARTING):
+            return False
+        self.pending = {"host": host, "notice": notice, "source": source}
+        return True
+
+    def interrupted(self, event: dict[str, Any], message: str,
+                    now: float | None = None) -> bool:
+        """The supervisor fired the interruption `event` (host, notice, source): with notice
+        the job is Interrupted, without it the lost host is noted in the history. False (the
+        event is dropped) once a stop was asked for or the job ended."""
+        if self.status is S.STOPPING or self.is_terminal:
+            return False
+        self.pending = None
+        now = time.time() if now is None else now
+        self.interruptions.append({**event, "attempt": self.attempt, "time": now,
+                                   "message": message})
+        if event["notice"]:
+            return self._set_state(S.INTERRUPTED, message, now)
+        self.transitions[-1].setdefault("EndTime", now)
+        self.transitions.append({"Status": self.status.value, "StartTime": now,
+                                 "StatusMessage": message})
+        self.last_modified_time = now
+        return True
+
+    def scheduled_fired(self) -> bool:
+        """Whether the current attempt's planned interruption already fired."""
+        return any(i["source"] == "schedule" and i["attempt"] == self.attempt
+                   for i in self.interruptions)
 
     def note(self, message: str, now: float | None = None) -> bool:
         """Record `message` (a worker restart) in the history as a new Training entry; the

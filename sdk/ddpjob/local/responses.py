@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from ddpjob.local import interruptions
 from ddpjob.local.jobstate import JobState
 
 ACCOUNT = "000000000000"
@@ -59,8 +60,10 @@ def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
         for t in state.transitions
     ]
     if state.training_start_time is not None and state.training_end_time is not None:
-        seconds = int(state.training_end_time - state.training_start_time)
-        response["TrainingTimeInSeconds"] = response["BillableTimeInSeconds"] = seconds
+        # the seconds every attempt trained; a spot job's bill is discounted (docs/spot.md)
+        response["TrainingTimeInSeconds"] = int(state.training_seconds)
+        response["BillableTimeInSeconds"] = interruptions.billable_s(
+            state.training_seconds, interruptions.is_spot(request))
     return response
 
 

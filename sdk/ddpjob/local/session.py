@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,7 @@ from ddpjob.errors import UserInputError
 from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
+from ddpjob.local import interruptions as planned
 from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.local.jobstore import check_own_dir
 from ddpjob.local.validation import LOCAL_ROLE
@@ -33,6 +34,7 @@ from ddpjob.naming import check_job_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.config import Config
+    from ddpjob.local.interruptions import Interruption
 
 HOME_ENV = "DDPJOB_HOME"
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
@@ -59,14 +61,17 @@ class LocalSession(BaseSession):
     """Training jobs as processes on this machine; job state under `home` (default ~/.ddpjob).
 
     Jobs keep running when the creating process exits; any process with the same `home` can
-    describe, follow or stop them.
+    describe, follow, stop or `interrupt` them. `interruptions` (`ddpjob.Interruption`) are
+    fired in every job this session starts: the i-th during its attempt i (docs/spot.md).
     """
 
     poll_seconds = 0.5
     storage_schemes = frozenset({"file", "s3"})
     label = "local"
 
-    def __init__(self, home: str | Path | None = None):
+    def __init__(self, home: str | Path | None = None,
+                 interruptions: Sequence[Interruption] | None = None):
+        self.interruptions = planned.checked(interruptions)
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
         if self.home.exists():  # refused before anything is written into it
             check_own_dir(self.home)
@@ -137,10 +142,13 @@ class LocalSession(BaseSession):
     def submit_dryrun(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The request as the local client checks and completes it; nothing is written.
 
-        What local hosts cannot do (Pipe input, manifests, model parallelism, ...) is one
-        UserInputError; members with no effect on this machine are logged."""
+        What local hosts cannot do (Pipe input, manifests, model parallelism, ...) and a
+        schedule of `interruptions` that cannot fire are one UserInputError; members with no
+        effect on this machine are logged."""
         refusals.check_request(request)
-        return self._client.checked_request(dict(request), machine=False)
+        checked = self._client.checked_request(dict(request), machine=False)
+        planned.check_request(self.interruptions, checked, hostroot.host_names(checked))
+        return checked
 
     def submit(self, request: Mapping[str, Any], stage: Stage | None = None):
         """See `BaseSession.submit`; what `stage` writes is private to the user."""
@@ -149,6 +157,18 @@ class LocalSession(BaseSession):
                 stage()
 
         return super().submit(request, private_stage if stage is not None else None)
+
+    def interrupt(self, job_name: str, host: str | None = None, notice: bool = True) -> None:
+        """Interrupt the running job `job_name`, as the cloud would.
+
+        With `notice` (a spot job's capacity reclaimed): every host, or only `host`, gets
+        SIGTERM, SageMaker's 120 s grace, then SIGKILL; the job is Interrupted, then restarts on
+        fresh hosts from its checkpoints while MaxWaitTimeInSeconds allows. Without notice (any
+        job): `host` (default: the last) is lost, SIGKILLed; the job fails, or is retried within
+        `max_retry_attempts`. Refused (UserInputError) for an ended or unknown job, an unknown
+        host, or notice on a job without spot.
+        """
+        self._client.interrupt(check_job_name(job_name), host, notice)
 
     def _reserve(self, request: dict[str, Any]) -> None:
         if not dlc_host.is_dlc_request(request):  # the DLC's toolkits bring their own torch
@@ -160,7 +180,8 @@ class LocalSession(BaseSession):
         self._client.store.release(job_name)
 
     def _schedule(self, request: dict[str, Any]) -> None:
-        self._client.create_reserved(request)
+        schedule = planned.schedule(self.interruptions, hostroot.host_names(request))
+        self._client.create_reserved(request, schedule)
 
     def _metric_series(self, job: JobDescription,
                        metric_names: list[str]) -> list[MetricRow]:

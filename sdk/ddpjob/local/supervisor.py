@@ -4,7 +4,9 @@ It stages the job's inputs once for all hosts (`staging`), starts the hosts (`ho
 loops: observe them, ask `decision.decide` what to do, apply the answer to the hosts and to the
 job's state on disk (for any process to read). When the platform failed (a host killed without
 a word) and `RetryStrategy.MaximumRetryAttempts` allows, the whole job is retried, as SageMaker
-does: Restarting, then every host starts again from the latest checkpoint. Whatever happens it
+does: Restarting, then every host starts again from the latest checkpoint; a spot job whose
+capacity was reclaimed (`interruptions`) restarts the same way, as long as MaxWaitTimeInSeconds
+allows. Whatever happens it
 ends every host, removes what it staged and writes the final status. It runs in its own
 session, so the job survives the notebook kernel that started it, and with umask 077, so
 everything the job writes is private to the user.
@@ -17,12 +19,21 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from ddpjob_runtime import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local import failure_cause, hostkind, metrics, poolkeeper, pools, staging
+from ddpjob.local import (
+    failure_cause,
+    hostkind,
+    interruptions,
+    metrics,
+    poolkeeper,
+    pools,
+    staging,
+)
 from ddpjob.local.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.hosts import Hosts
 from ddpjob.local.jobstate import MESSAGES, JobState
@@ -53,6 +64,7 @@ class Supervisor:
         self.max_retries = int((self.request.get("RetryStrategy") or {}).get(
             "MaximumRetryAttempts", 0))
         self.retries: list[str] = []  # the cause of each job retry so far
+        self.reclaimed: list[str] = []  # the hosts an interruption with notice is ending first
 
     def _update(self, change) -> JobState:
         return self.store.update(self.name, change)
@@ -61,16 +73,23 @@ class Supervisor:
 
     def _observe(self) -> Observation:
         state = self.store.state(self.name)
+        now = time.time()
         limit = (self.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+        running = state.training_s(now) if state.training_start_time is not None \
+            else now - state.creation_time
         return Observation(
             phases=self.hosts.phases(), exit_codes=self.hosts.exit_codes(),
             stop_requested=self.signalled or state.status is SecondaryStatus.STOPPING,
-            running_s=time.time() - (state.training_start_time or state.creation_time),
-            max_run_s=limit, ending=self.cause,
+            running_s=running, max_run_s=limit, ending=self.cause,
+            waited_s=now - state.creation_time,
+            max_wait_s=interruptions.max_wait_s(self.request),
+            interruption=_interruption_due(state, now),
         )  # fmt: skip
 
     def _apply(self, decision: Decision, codes: dict[str, int | None]) -> None:
-        if decision.end is not None:
+        if decision.interrupt is not None:
+            self._interrupt(decision.interrupt)
+        elif decision.end is not None:
             self.cause, self.failed_host = decision.end, decision.failed_host
             log.info("ending the job: %s%s", decision.end.value,
                      f" ({decision.failed_host} exited {codes[decision.failed_host]})"
@@ -80,8 +99,35 @@ class Supervisor:
             self.hosts.terminate()
         elif decision.progress is not None:
             self._update(lambda s: s.progress(decision.progress))
+        if self.reclaimed and all(codes.get(h) is not None for h in self.reclaimed):
+            self.reclaimed = []  # the reclaimed host is gone: its peers go with it
+            self.hosts.terminate()
         if self.cause is not None:
             self.hosts.kill_if_overdue()
+
+    def _interrupt(self, event: Mapping[str, object]) -> None:
+        """Fire the interruption `event`: with notice, SIGTERM the host it names (all when
+        none), SIGKILL after the grace, the job Interrupted; without, SIGKILL the lost host."""
+        host, notice, grace = event["host"], bool(event["notice"]), interruptions.grace_s()
+        who = f"host {host}" if host else "every host"
+        if notice:
+            message = (f"Spot interruption ({event['source']}): the capacity of {who} was "
+                       f"reclaimed; SIGTERM, then SIGKILL after {grace:g} s")
+        else:
+            message = f"Host {host} lost without notice ({event['source']}): SIGKILL"
+        state = self._update(lambda s: s.interrupted(dict(event), message))
+        if state.status is SecondaryStatus.STOPPING or state.is_terminal:
+            return  # a stop came first
+        log.warning("%s", message)
+        with open(self.hosts.log_file(str(host or self.hosts.names[0])), "a") as out:
+            out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ddpjob.local.supervisor WARNING "
+                      f"{message}\n")  # the job's log, where fit() shows it
+        if not notice:
+            self.hosts.lose(str(host))
+            return
+        self.cause = EndCause.INTERRUPTED
+        self.reclaimed = [str(host)] if host else []
+        self.hosts.terminate(self.reclaimed or None, grace)
 
     def _note_restarts(self) -> None:
         """Each worker restart a host reported, once in the status history (every host reports
@@ -114,20 +160,16 @@ class Supervisor:
     # --- a job retry ---------------------------------------------------------------------
 
     def _retry(self) -> bool:
-        """After the hosts ended: when the platform failed and retries are left, end what is
-        left of them, show Restarting and the cause, and restage the latest checkpoint; True
-        when the hosts are to start again (a stop asked for meanwhile wins)."""
-        failures = self._host_failures(self.hosts.exit_codes())
-        cause = platform_failure(self.cause, failures, self.hosts.signalled_at)
-        if not should_retry(cause, len(self.retries), self.max_retries):
+        """After the hosts ended: when the platform failed and retries are left, or a spot
+        interruption ended them and MaxWaitTimeInSeconds is not over, end what is left of them,
+        show Restarting and the cause, and restage the latest checkpoint; True when the hosts
+        are to start again (a stop asked for meanwhile wins)."""
+        message = self._restart_message()
+        if message is None:
             return False
-        what = failure_cause.headline(cause)
-        message = (f"Restarting the training job (retry {len(self.retries) + 1} of "
-                   f"{self.max_retries}) after an internal error: {what}")
         if self._update(lambda s: s.retry(message)).status is not SecondaryStatus.RESTARTING:
             return False
         log.warning("%s", message)
-        self.retries.append(what)
         self.hosts.end_all()
         self.hosts.forget()
         self.cause = self.failed_host = None
@@ -137,6 +179,28 @@ class Supervisor:
             return True
         self.cause = EndCause.STOP_REQUESTED
         return False
+
+    def _restart_message(self) -> str | None:
+        """Why the job starts again (Restarting's message), None when it does not; an
+        interrupted job past MaxWaitTimeInSeconds ends as MaxWaitTimeExceeded instead."""
+        codes = self.hosts.exit_codes()
+        if self.cause is EndCause.INTERRUPTED:
+            if all(code == 0 for code in codes.values()):
+                return None  # every host finished before the capacity went: Completed
+            state = self.store.state(self.name)
+            limit = interruptions.max_wait_s(self.request)
+            if limit and time.time() - state.creation_time > limit:
+                self.cause = EndCause.MAX_WAIT
+                return None
+            return (f"Restarting the training job after a spot interruption (attempt "
+                    f"{state.attempt + 1})")
+        cause = platform_failure(self.cause, self._host_failures(codes), self.hosts.signalled_at)
+        if not should_retry(cause, len(self.retries), self.max_retries):
+            return None
+        what = failure_cause.headline(cause)  # type: ignore[arg-type] - retried: a cause
+        self.retries.append(what)
+        return (f"Restarting the training job (retry {len(self.retries)} of "
+                f"{self.max_retries}) after an internal error: {what}")
 
     # --- the end -------------------------------------------------------------------------
 
@@ -170,6 +234,10 @@ class Supervisor:
         elif final is SecondaryStatus.MAX_RUNTIME_EXCEEDED:
             limit = self.request["StoppingCondition"]["MaxRuntimeInSeconds"]
             reason = f"MaxRuntimeExceeded: the job ran longer than MaxRuntimeInSeconds ({limit} s)"
+        elif final is SecondaryStatus.MAX_WAIT_TIME_EXCEEDED:
+            limit = self.request["StoppingCondition"]["MaxWaitTimeInSeconds"]
+            reason = (f"MaxWaitTimeExceeded: the spot job did not complete within "
+                      f"MaxWaitTimeInSeconds ({limit} s), interruptions included")
 
         def change(state: JobState) -> bool:
             state.record_exit_codes(codes)
@@ -232,6 +300,19 @@ class Supervisor:
             self.metrics.poll(final=True)
             self.metrics.close()
             self._finish()
+
+
+def _interruption_due(state: JobState, now: float) -> Mapping[str, object] | None:
+    """The interruption to fire now: the one asked for (`interrupt`), else the current
+    attempt's planned one once its moment came (once)."""
+    if state.pending is not None:
+        return state.pending
+    if state.scheduled_fired():
+        return None
+    start = state.attempt_start_time
+    planned = interruptions.due(state.schedule, state.attempt,
+                                None if start is None else now - start)
+    return None if planned is None else {**planned, "source": "schedule"}
 
 
 def _lease(home: Path, request: dict) -> poolkeeper.Lease | None:
