@@ -6,7 +6,8 @@ a folder of this benchmark. Three times are taken, interleaved job by job:
   1. cold start: `fit()` to the first training step of attempt 1 (nothing to restore)
   2. recovery: `session.interrupt(job)` (SIGTERM to every host, the job restarted on fresh
      hosts) to the first training step of attempt 2, which resumed from a checkpoint of
-     `--checkpoint-mb` MB under `checkpoint_s3_uri`
+     `--checkpoint-mb` MB under `checkpoint_s3_uri`; also printed: how much of it passed before
+     the hosts were gone (the end of the job's `Interrupted` status)
   3. the restore's transfer: `checkpoints.restore_latest` of that checkpoint into an empty
      folder, timed in this process (what the platform does before the fresh hosts start)
 Goal: recovery <= 1.2 x cold start + the restore's transfer, printed as
@@ -19,6 +20,8 @@ so the recovery holds no save of its own. Medians and every run are printed::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import statistics
@@ -99,8 +102,9 @@ def mark_time(marks: Path, resumed: bool) -> float | None:
 
 
 def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
-            megabytes: int) -> tuple[float, float]:
-    """One interrupted job: (cold start, recovery) in seconds; the job is stopped after."""
+            megabytes: int) -> dict[str, float]:
+    """One interrupted job, stopped after its resumed step: seconds of its cold start, of its
+    recovery, and from the interruption to the end of its `Interrupted` status (hosts gone)."""
     estimator = PyTorch(
         entry_point="probe.py", source_dir=str(source), instance_count=2, instance_type="local",
         distribution={"torch_distributed": {"enabled": True}, "processes_per_host": 1},
@@ -110,7 +114,8 @@ def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
     )  # fmt: skip
     marks.mkdir()
     started = time.time()
-    estimator.fit(wait=False)
+    with contextlib.redirect_stdout(io.StringIO()):
+        estimator.fit(wait=False)
     job = estimator.latest_training_job.name
     try:
         cold = wait_for(session, job, "the first step", lambda: mark_time(marks, False)) - started
@@ -118,8 +123,7 @@ def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
         wait_for(session, job, "a checkpoint", lambda: estimator.checkpoints() or None)
         interrupted = time.time()
         session.interrupt(job)
-        recovery = wait_for(session, job, "the resumed step",
-                            lambda: mark_time(marks, True)) - interrupted
+        resumed = wait_for(session, job, "the resumed step", lambda: mark_time(marks, True))
     except Exception:
         print((session.job_dir(job) / "supervisor.log").read_text(), file=sys.stderr)
         raise
@@ -128,7 +132,10 @@ def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
             session.stop(job)
         while not session.describe(job).is_terminal:
             time.sleep(0.1)
-    return cold, recovery
+    transitions = session.describe(job).raw["SecondaryStatusTransitions"]
+    down = next(t["EndTime"] for t in transitions if t["Status"] == "Interrupted")
+    return {"cold": cold, "recovery": resumed - interrupted,
+            "down": down.timestamp() - interrupted}
 
 
 def time_restore(checkpoint: str, folder: Path) -> float:
@@ -153,27 +160,29 @@ def main() -> None:
         source.mkdir()
         (source / "probe.py").write_text(SCRIPT)
         session = LocalSession(Path(tmp, "home"))
-        times: dict[str, list[float]] = {"cold": [], "recovery": [], "transfer": []}
+        times: dict[str, list[float]] = {"cold": [], "recovery": [], "down": [], "transfer": []}
         print(f"{os.cpu_count()} CPUs, {args.reps} repetitions (after one warm-up), 2 hosts x 1 "
               f"worker, checkpoint {args.checkpoint_mb} MB under a file:// checkpoint_s3_uri")
         for rep in range(args.reps + 1):
             checkpoint = Path(tmp, "checkpoints", f"rep-{rep}").as_uri()
-            cold, recovery = run_job(session, source, Path(tmp, f"marks-{rep}"), checkpoint,
-                                     args.checkpoint_mb)
-            transfer = time_restore(checkpoint, Path(tmp, f"restore-{rep}"))
+            found = run_job(session, source, Path(tmp, f"marks-{rep}"), checkpoint,
+                            args.checkpoint_mb)
+            found["transfer"] = time_restore(checkpoint, Path(tmp, f"restore-{rep}"))
             if rep:  # rep 0 warms the page cache and this process's imports
-                for name, value in zip(times, (cold, recovery, transfer), strict=True):
-                    times[name].append(value)
+                for name in times:
+                    times[name].append(found[name])
         report(times)
 
 
 def report(times: dict[str, list[float]]) -> None:
-    cold, recovery, transfer = (statistics.median(times[name]) for name in times)
+    cold, recovery, down, transfer = (statistics.median(times[name]) for name in times)
     ratio = (recovery - transfer) / cold
     print(f"cold start, fit() to the first step:            median {cold:.2f} s  "
           f"({_runs(times['cold'])})")
     print(f"recovery, interrupt() to the first resumed step: median {recovery:.2f} s  "
           f"({_runs(times['recovery'])})")
+    print(f"  of which the interruption (hosts gone):       median {down:.2f} s  "
+          f"({_runs(times['down'])})")
     print(f"the restore's transfer of the checkpoint:        median {transfer:.2f} s  "
           f"({_runs(times['transfer'])})")
     print(f"recovery / cold start {recovery / cold:.2f}; (recovery - transfer) / cold start "
