@@ -167,8 +167,8 @@ def test_jobs_list_and_describe(finished: Finished) -> None:
     listed = cli("jobs", "list", env=finished.env)
     assert listed.returncode == 0, listed.stderr
     [line] = listed.stdout.splitlines()
-    name, status, created = line.split("\t")
-    assert (name, status) == ("cli-e2e", "Completed")
+    name, status, created, attempts = line.split("\t")
+    assert (name, status, attempts) == ("cli-e2e", "Completed", "1 attempt")
     assert created[:4].isdigit() and "T" in created
 
     described = cli("jobs", "describe", "cli-e2e", env=finished.env)

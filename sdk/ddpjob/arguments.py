@@ -188,7 +188,8 @@ def _no_effect(name: str, path: str,
 
 _IDENTITY: Callable[[Any], Any] = lambda value: value  # noqa: E731 - checked with its partners
 _RUNS = "honoured"
-_NO_SPOT = "accepted; no spot capacity on this machine"
+_SPOT = "honoured: rehearse interruptions (`interrupt`, `Interruption`; docs/spot.md)"
+_MAX_WAIT = "honoured: bounds the whole job, interruptions included (MaxWaitTimeExceeded)"
 _CODE = "HyperParameters.sagemaker_submit_directory"
 #: The rows that are fields of the job definition: every parameter of `Estimator.__init__`.
 FIELDS: tuple[Argument, ...] = (
@@ -200,10 +201,10 @@ FIELDS: tuple[Argument, ...] = (
             "ddpjob's runtime, or SageMaker's PyTorch container's toolkit"),
     _member("max_run", "StoppingCondition.MaxRuntimeInSeconds", _int("max_run"),
             "honoured: the job is stopped (MaxRuntimeExceeded)", default=DEFAULT_MAX_RUN),
-    _given("use_spot_instances", "EnableManagedSpotTraining", _spot, _NO_SPOT,
+    _given("use_spot_instances", "EnableManagedSpotTraining", _spot, _SPOT,
            _read("EnableManagedSpotTraining"), default=False),
     _member("max_wait", "StoppingCondition.MaxWaitTimeInSeconds", _optional_int("max_wait"),
-            _NO_SPOT),
+            _MAX_WAIT),
     _field("entry_point", "HyperParameters.sagemaker_program", _IDENTITY, _RUNS,
            _hyperparameter(contract.PROGRAM)),
     _field("source_dir", _CODE, _IDENTITY, _RUNS, _hyperparameter(contract.SUBMIT_DIRECTORY)),

@@ -272,7 +272,9 @@ def _jobs(args: argparse.Namespace, config: Config) -> int:
         created = job["CreationTime"]
         if hasattr(created, "isoformat"):
             created = created.isoformat(timespec="seconds")
-        print(f"{job['TrainingJobName']}\t{job['TrainingJobStatus']}\t{created}")
+        attempts = session.describe(job["TrainingJobName"]).attempts  # restarts, interruptions
+        print(f"{job['TrainingJobName']}\t{job['TrainingJobStatus']}\t{created}\t"
+              f"{attempts} attempt{'s' if attempts > 1 else ''}")
     return EXIT_OK
 
 

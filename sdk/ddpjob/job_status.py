@@ -100,6 +100,19 @@ class JobDescription:
         """True once the job has ended (Completed, Failed, Stopped)."""
         return self.status in TERMINAL_STATUSES
 
+    @property
+    def attempts(self) -> int:
+        """How many times the job's hosts started: 1, plus one per restart (a retry after an
+        internal error, a spot interruption)."""
+        history = self.raw.get("SecondaryStatusTransitions") or ()
+        return 1 + sum(t.get("Status") == SecondaryStatus.RESTARTING.value for t in history)
+
+    @property
+    def interruptions(self) -> list[Mapping[str, Any]]:
+        """The `Interrupted` entries of the job's SecondaryStatusTransitions (spot reclaims)."""
+        history = self.raw.get("SecondaryStatusTransitions") or ()
+        return [t for t in history if t.get("Status") == SecondaryStatus.INTERRUPTED.value]
+
 
 S = SecondaryStatus
 # The progress of a running job only moves forward; any running state may fail or be stopped,

@@ -21,6 +21,7 @@ from ddpjob.training_job import (
     TrainingJob,
     WaitTimeoutError,  # noqa: F401 - where callers import it from
     job_failure,
+    print_times,
 )
 
 logger = logging.getLogger(__name__)
@@ -101,7 +102,9 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
             print(f"[{host}] {line}", flush=True)
     if not wait:
         return dict(session.describe(job_name).raw)
-    return checked_end(TrainingJob(session, job_name, poll_seconds=poll).until_ended(deadline))
+    ended = checked_end(TrainingJob(session, job_name, poll_seconds=poll).until_ended(deadline))
+    print_times(ended)
+    return ended
 
 
 def _check_seconds(value: Any, argument: str) -> None:

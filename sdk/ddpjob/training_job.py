@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from ddpjob.errors import DdpjobError, JobFailedError
@@ -89,6 +89,7 @@ class TrainingJob:
         failure = job_failure(job)
         if failure is not None:
             raise failure
+        print_times(job.raw)
         return dict(job.raw)
 
     def until_ended(self, deadline: float | None = None) -> JobDescription:
@@ -116,3 +117,17 @@ class TrainingJob:
         """Ask the control plane to stop the job (it ends Stopped)."""
         self.session.stop(self.name)
         _say(f"{self.name}: stop requested")
+
+
+def print_times(job: Mapping[str, Any]) -> None:
+    """The lines the official SDK's `logs_for_job` prints once a job it waited for ended:
+    training and billable seconds of all hosts, and a spot job's savings."""
+    count = (job.get("ResourceConfig") or {}).get("InstanceCount", 1)
+    training, billable = job.get("TrainingTimeInSeconds"), job.get("BillableTimeInSeconds")
+    if training is not None:
+        print("Training seconds:", training * count)
+    if billable is not None:
+        print("Billable seconds:", billable * count)
+        if job.get("EnableManagedSpotTraining") and training:
+            print(f"Managed Spot Training savings: {(1 - billable / training) * 100:.1f}%")
+

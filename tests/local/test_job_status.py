@@ -22,8 +22,10 @@ S = SecondaryStatus
 def test_every_secondary_status_belongs_to_one_primary_and_ends_stay_ended() -> None:
     assert {s.primary for s in S} == set(TrainingJobStatus)
     terminal = {s for s in S if s.is_terminal}
-    assert terminal == {S.COMPLETED, S.FAILED, S.STOPPED, S.MAX_RUNTIME_EXCEEDED}
+    assert terminal == {S.COMPLETED, S.FAILED, S.STOPPED, S.MAX_RUNTIME_EXCEEDED,
+                        S.MAX_WAIT_TIME_EXCEEDED}
     assert S.MAX_RUNTIME_EXCEEDED.primary is TrainingJobStatus.STOPPED  # as SageMaker documents
+    assert S.MAX_WAIT_TIME_EXCEEDED.primary is TrainingJobStatus.STOPPED
     for status in terminal:
         assert ALLOWED_MOVES[status] == frozenset()
     for status in set(S) - terminal:  # everything running can still fail

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -79,8 +79,10 @@ class LocalSageMakerClient:
     """A SageMaker client whose training jobs run as local processes under `home`; boto3-shaped
     unless `aws_shaped=False` (then it raises ddpjob's own errors: `LocalSession`'s)."""
 
-    def __init__(self, home: str | Path, aws_shaped: bool = True):
+    def __init__(self, home: str | Path, aws_shaped: bool = True,
+                 planned: Sequence[interruptions.Interruption] = ()):
         self.aws_shaped = aws_shaped
+        self.planned = tuple(planned)  # fired in every job this client creates
         self.store = JobStore(Path(home))
         self._supervisors: list[subprocess.Popen] = []
 
@@ -122,6 +124,7 @@ class LocalSageMakerClient:
         kind = (request.get("ResourceConfig") or {}).get("InstanceType")
         visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
         validation.check_create(request, visible)
+        interruptions.check_request(self.planned, request, hostroot.host_names(request))
         return request
 
     def reserve(self, name: str) -> None:
@@ -136,13 +139,11 @@ class LocalSageMakerClient:
                 f"{said}", code="ResourceInUse", operation="CreateTrainingJob",
                 service_message=said) from None
 
-    def create_reserved(self, request: dict[str, Any],
-                        schedule: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """Create the checked job whose name this process reserved, and start it; `schedule`:
-        its planned interruptions (`interruptions.schedule`)."""
+    def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Create the checked job whose name this process reserved, and start it."""
         name = request["TrainingJobName"]
         state = JobState.new(name)
-        state.schedule = schedule or []
+        state.schedule = interruptions.schedule(self.planned, hostroot.host_names(request))
         job_dir = self.store.create(name, request, state, reserved=True)
         self._start_supervisor(name, job_dir)
         return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}

@@ -134,9 +134,14 @@ def grace_s() -> float:
     return float(value) if value else NOTICE_GRACE_S
 
 
-def billable_s(training_s: float, spot: bool) -> int:
-    """BillableTimeInSeconds of `training_s` seconds on the hosts: less the spot discount."""
-    return int(training_s * (1 - SPOT_DISCOUNT)) if spot else int(training_s)
+def billed(training_s: float, spot: bool) -> tuple[int, int]:
+    """TrainingTimeInSeconds and BillableTimeInSeconds of `training_s` seconds on the hosts:
+    a spot job's bill is less the discount, and it trained at least 1 s (the official SDK
+    divides by it for its savings line)."""
+    if not spot:
+        return int(training_s), int(training_s)
+    training = max(1, int(training_s))
+    return training, int(training * (1 - SPOT_DISCOUNT))
 
 
 def check_host(host: str | None, hosts: Sequence[str], what: str) -> None:

@@ -61,9 +61,8 @@ def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
     ]
     if state.training_start_time is not None and state.training_end_time is not None:
         # the seconds every attempt trained; a spot job's bill is discounted (docs/spot.md)
-        response["TrainingTimeInSeconds"] = int(state.training_seconds)
-        response["BillableTimeInSeconds"] = interruptions.billable_s(
-            state.training_seconds, interruptions.is_spot(request))
+        response["TrainingTimeInSeconds"], response["BillableTimeInSeconds"] = \
+            interruptions.billed(state.training_seconds, interruptions.is_spot(request))
     return response
 
 

@@ -75,7 +75,8 @@ class LocalSession(BaseSession):
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
         if self.home.exists():  # refused before anything is written into it
             check_own_dir(self.home)
-        self._client = LocalSageMakerClient(self.home, aws_shaped=False)
+        self._client = LocalSageMakerClient(self.home, aws_shaped=False,
+                                            planned=self.interruptions)
 
     @classmethod
     def from_config(cls, config: Config) -> LocalSession:
@@ -104,7 +105,7 @@ class LocalSession(BaseSession):
     def sagemaker_client(self) -> LocalSageMakerClient:
         """The boto3-shaped client (create/describe/stop/list training jobs), e.g. for the
         official SageMaker SDK."""
-        return LocalSageMakerClient(self.home)
+        return LocalSageMakerClient(self.home, planned=self.interruptions)
 
     def official_session(self) -> Any:
         """The installed official SageMaker SDK's own session (v3's
@@ -146,9 +147,7 @@ class LocalSession(BaseSession):
         schedule of `interruptions` that cannot fire are one UserInputError; members with no
         effect on this machine are logged."""
         refusals.check_request(request)
-        checked = self._client.checked_request(dict(request), machine=False)
-        planned.check_request(self.interruptions, checked, hostroot.host_names(checked))
-        return checked
+        return self._client.checked_request(dict(request), machine=False)
 
     def submit(self, request: Mapping[str, Any], stage: Stage | None = None):
         """See `BaseSession.submit`; what `stage` writes is private to the user."""
@@ -180,8 +179,7 @@ class LocalSession(BaseSession):
         self._client.store.release(job_name)
 
     def _schedule(self, request: dict[str, Any]) -> None:
-        schedule = planned.schedule(self.interruptions, hostroot.host_names(request))
-        self._client.create_reserved(request, schedule)
+        self._client.create_reserved(request)
 
     def _metric_series(self, job: JobDescription,
                        metric_names: list[str]) -> list[MetricRow]:

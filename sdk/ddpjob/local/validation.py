@@ -151,3 +151,18 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
     checkpoint = request.get("CheckpointConfig")
     if checkpoint:
         _check_uri(op, "CheckpointConfig.S3Uri", checkpoint["S3Uri"])
+    _check_max_wait(op, request)
+
+
+def _check_max_wait(op: str, request: dict[str, Any]) -> None:
+    """StoppingCondition.MaxWaitTimeInSeconds: spot jobs only, and >= MaxRuntimeInSeconds."""
+    stopping = request.get("StoppingCondition") or {}
+    wait, run = stopping.get("MaxWaitTimeInSeconds"), stopping.get("MaxRuntimeInSeconds")
+    if wait is None:
+        return
+    if not request.get("EnableManagedSpotTraining"):
+        raise client_error(op, "StoppingCondition.MaxWaitTimeInSeconds is only allowed with "
+                               "EnableManagedSpotTraining set to true")
+    if run is not None and wait < run:
+        raise client_error(op, f"StoppingCondition.MaxWaitTimeInSeconds ({wait}) must be "
+                               f"greater than or equal to MaxRuntimeInSeconds ({run})")
