@@ -35,14 +35,14 @@ def test_spot_rehearsal_notebook_resumes_after_two_interruptions_and_plots_them(
     saved = [int(s) for s in re.findall(r"SIGTERM: saved step=(\d+), leaving", fit)]
     resumed = [int(s) for s in re.findall(r"resumed from step=(\d+)", fit)]
     assert len(saved) == 2 and resumed == saved, fit[-4000:]
-    assert "done at step=149" in fit
+    assert "done at step=249" in fit
 
     assert "status: Completed" in history
     statuses = re.search(r"history: (.*)", history).group(1).split(" -> ")
     assert statuses.count("Interrupted") == 2 and statuses[-1] == "Completed", statuses
     reached = [int(s) for s in re.findall(r"attempt \d: training from \S+ s, reached step (\d+)",
                                           history)]
-    assert reached == [saved[0], saved[1], 149], history
+    assert reached == [saved[0], saved[1], 249], history
     assert any("image/png" in out.get("data", {}) for out in code[-1].outputs), plot
     assert len(list((home / "checkpoints").iterdir())) == 1
     assert_no_processes(home)
