@@ -23,12 +23,14 @@ def test_spot_rehearsal_notebook_resumes_after_two_interruptions_and_plots_them(
 ) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the notebook writes train.py
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(notebook, kernel_name="python3", timeout=300,
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     setup, script, fit, history, plot = (_text(cell) for cell in code)
-    assert f"home: {home}" in setup and "Writing " in script
+    assert f"home: {home}" in setup and f"Writing {tmp_path / 'tmp'}/spot-rehearsal-" in script
 
     # Each interruption: SIGTERM reached the script, which saved the step it stopped after;
     # the next attempt, on fresh hosts, resumed from exactly that step.
