@@ -244,3 +244,42 @@ def test_a_gpu_ml_instance_type_with_another_image_is_refused_locally(tmp_path: 
                           "123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cuda", steps=1)
     request["ResourceConfig"]["InstanceType"] = "ml.g5.xlarge"
     assert "'ml.g5.xlarge' cannot run in local mode" in _create_error(tmp_path, request)
+
+
+def test_a_spot_dlc_job_is_interrupted_and_resumes_from_the_checkpoints_it_synced(
+        s3_bucket: str, tmp_path: Path, dlc_python: str, monkeypatch) -> None:
+    """Issue 22 on the DLC path: the hosts run the toolkit; on the reclaim's SIGTERM the
+    platform's last checkpoint sync runs, and the next attempt's fresh hosts bring it down."""
+    from ddpjob.local.interruptions import GRACE_ENV
+
+    from tests.local.conftest import JOBS as LOCAL_JOBS
+    from tests.local.conftest import wait_for
+
+    monkeypatch.setenv("DDPJOB_DLC_PYTHON", dlc_python)
+    monkeypatch.setenv(GRACE_ENV, "10")
+    archive = tmp_path / packaging.ARCHIVE_NAME
+    packaging.pack(packaging.check_source("spot_train.py", LOCAL_JOBS), archive,
+                   include_runtime=True)
+    request = dlc_request("dlc-spot", s3_bucket, archive.as_uri(), dlc_image(), steps=6,
+                          EnableManagedSpotTraining=True,
+                          StoppingCondition={"MaxRuntimeInSeconds": TIMEOUT_S,
+                                             "MaxWaitTimeInSeconds": 2 * TIMEOUT_S})
+    del request["InputDataConfig"]  # the script reads none
+    hps = request["HyperParameters"]
+    del hps["lr"]
+    hps.update({"sagemaker_program": json.dumps("spot_train.py"), "hold-at": json.dumps("0")})
+    with local_session_at(tmp_path / "home") as session:
+        session.sagemaker_client.create_training_job(**request)
+        ready = session.job_dir("dlc-spot") / "hosts" / "algo-1" / "output" / "data" / "ready-0"
+        wait_for(ready.exists, TIMEOUT_S, "the DLC job to hold after checkpointing")
+        session.interrupt("dlc-spot")
+        job = wait_for(lambda: (d := session.describe("dlc-spot")).is_terminal and d.raw,
+                       TIMEOUT_S, "the DLC job to end")
+        text = "".join(p.read_text() for p in
+                       sorted((session.job_dir("dlc-spot") / "logs").glob("algo-*.log")))
+        assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"), text[-3000:])
+        assert [t["Status"] for t in job["SecondaryStatusTransitions"]].count("Interrupted") == 1
+        assert "rank 0 loaded 1 first 2" in text and "rank 1 loaded 1 first 2" in text
+        assert "rank 0 notes ['note-0']" in text  # synced up on SIGTERM, brought back down
+        assert "ckpt/run-1/note-0" in _keys(s3_bucket, "ckpt/run-1/")
+        assert_no_processes(session.home)
