@@ -6,13 +6,13 @@ a folder of this benchmark. Three times are taken, interleaved job by job:
   1. cold start: `fit()` to the first training step of attempt 1 (nothing to restore)
   2. recovery: `session.interrupt(job)` (SIGTERM to every host, the job restarted on fresh
      hosts) to the first training step of attempt 2, which resumed from a checkpoint of
-     `--checkpoint-mb` MB under `checkpoint_s3_uri`; also printed: how much of it passed before
-     the hosts were gone (the end of the job's `Interrupted` status)
+     `--checkpoint-mb` MB under `checkpoint_s3_uri`
   3. the restore's transfer: `checkpoints.restore_latest` of that checkpoint into an empty
      folder, timed in this process (what the platform does before the fresh hosts start)
 Goal: recovery <= 1.2 x cold start + the restore's transfer, printed as
 (recovery - transfer) / cold start <= 1.2. The script leaves at once on SIGTERM (no last save),
-so the recovery holds no save of its own. Medians and every run are printed::
+so the recovery holds no save of its own. Medians and every run are printed, and the parts of
+each time from the job's SecondaryStatusTransitions (until Training, then to the first step)::
 
     python benchmarks/bench_interrupt.py [--reps 3] [--checkpoint-mb 100]
 """
@@ -37,6 +37,17 @@ from ddpjob_runtime import checkpoints
 
 GOAL = 1.2
 T = TypeVar("T")
+#: What is printed, in order: each key's median and runs (a `:` key is part of the one before).
+LINES = {
+    "cold": "cold start, fit() to the first step",
+    "cold:to_training": "  fit() to Training",
+    "cold:first_step": "  Training to the first step",
+    "recovery": "recovery, interrupt() to the first resumed step",
+    "recovery:gone": "  interrupt() to the hosts gone (end of Interrupted)",
+    "recovery:to_training": "  to Training (Restarting, Starting, Downloading)",
+    "recovery:first_step": "  Training to the first resumed step",
+    "transfer": "the restore's transfer of the checkpoint (alone)",
+}
 SCRIPT = """\
 import argparse, json, os, signal, time
 from pathlib import Path
@@ -133,9 +144,13 @@ def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
         while not session.describe(job).is_terminal:
             time.sleep(0.1)
     transitions = session.describe(job).raw["SecondaryStatusTransitions"]
-    down = next(t["EndTime"] for t in transitions if t["Status"] == "Interrupted")
-    return {"cold": cold, "recovery": resumed - interrupted,
-            "down": down.timestamp() - interrupted}
+    gone = next(t["EndTime"] for t in transitions if t["Status"] == "Interrupted").timestamp()
+    first, second = [t["StartTime"].timestamp() for t in transitions
+                     if t["Status"] == "Training"][:2]
+    return {"cold": cold, "cold:to_training": first - started,
+            "cold:first_step": started + cold - first,
+            "recovery": resumed - interrupted, "recovery:gone": gone - interrupted,
+            "recovery:to_training": second - gone, "recovery:first_step": resumed - second}
 
 
 def time_restore(checkpoint: str, folder: Path) -> float:
@@ -144,10 +159,6 @@ def time_restore(checkpoint: str, folder: Path) -> float:
     if checkpoints.restore_latest(checkpoint, folder) is None:
         raise RuntimeError(f"no complete checkpoint under {checkpoint}")
     return time.perf_counter() - started
-
-
-def _runs(values: list[float]) -> str:
-    return ", ".join(f"{v:.2f}" for v in values)
 
 
 def main() -> None:
@@ -160,7 +171,7 @@ def main() -> None:
         source.mkdir()
         (source / "probe.py").write_text(SCRIPT)
         session = LocalSession(Path(tmp, "home"))
-        times: dict[str, list[float]] = {"cold": [], "recovery": [], "down": [], "transfer": []}
+        times: dict[str, list[float]] = {name: [] for name in LINES}
         print(f"{os.cpu_count()} CPUs, {args.reps} repetitions (after one warm-up), 2 hosts x 1 "
               f"worker, checkpoint {args.checkpoint_mb} MB under a file:// checkpoint_s3_uri")
         for rep in range(args.reps + 1):
@@ -175,16 +186,12 @@ def main() -> None:
 
 
 def report(times: dict[str, list[float]]) -> None:
-    cold, recovery, down, transfer = (statistics.median(times[name]) for name in times)
+    for name, label in LINES.items():
+        print(f"{label:<58} median {statistics.median(times[name]):5.2f} s  "
+              f"({', '.join(f'{v:.2f}' for v in times[name])})")
+    cold, recovery, transfer = (statistics.median(times[n]) for n in ("cold", "recovery",
+                                                                       "transfer"))
     ratio = (recovery - transfer) / cold
-    print(f"cold start, fit() to the first step:            median {cold:.2f} s  "
-          f"({_runs(times['cold'])})")
-    print(f"recovery, interrupt() to the first resumed step: median {recovery:.2f} s  "
-          f"({_runs(times['recovery'])})")
-    print(f"  of which the interruption (hosts gone):       median {down:.2f} s  "
-          f"({_runs(times['down'])})")
-    print(f"the restore's transfer of the checkpoint:        median {transfer:.2f} s  "
-          f"({_runs(times['transfer'])})")
     print(f"recovery / cold start {recovery / cold:.2f}; (recovery - transfer) / cold start "
           f"{ratio:.2f} (goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})")
 
