@@ -530,6 +530,9 @@ BAD_INPUT: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
     ("spec-unknown-key", {"job.yaml": {"entry_point": str(NOOP), "epochs": 3}},
      ["run", "-f", "{tmp}/job.yaml"], ["job spec", "unknown key 'epochs'", "allowed:",
                                        "hyperparameters"]),
+    ("spec-typo-key", {"job.yaml": {"entry_point": str(NOOP), "instance_cont": 2}},
+     ["run", "-f", "{tmp}/job.yaml"], ["job spec", "unknown key 'instance_cont' (did you mean "
+                                       "'instance_count'?)"]),
     ("spec-not-mapping", {"job.yaml": "- entry_point\n"}, ["run", "-f", "{tmp}/job.yaml"],
      ["job spec", "must be a mapping of keys to values"]),
     ("spec-invalid-yaml", {"job.yaml": "entry_point: a.py\n  bad: [\n"},
@@ -559,7 +562,7 @@ BAD_INPUT: list[tuple[str, dict[str, Any], list[str], list[str]]] = [
      ["jobs", "list", "--config", "{tmp}/c.yaml"], ["config file", "aliases (*name) expand"]),
     ("config-unknown-key", {"c.yaml": {"bucket": "b"}}, ["jobs", "list", "--config",
                                                           "{tmp}/c.yaml"],
-     ["config file", "unknown key 'bucket'", "allowed:", "default_bucket"]),
+     ["config file", "unknown key 'bucket' (did you mean 'default_bucket'?)"]),
     ("config-backend", {"c.yaml": {"backend": "k8s"}}, ["jobs", "list", "--config",
                                                          "{tmp}/c.yaml"],
      ["config file", "backend must be 'local' or 'sagemaker', not 'k8s'"]),

@@ -14,6 +14,7 @@ and mirrored under `DDPJOB_CHECKPOINT_URI`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -371,8 +372,17 @@ def save(state: object, step: int | None = None, *, keep: int = DEFAULT_KEEP,
         snapshot = _snapshot(state, _shipper.last_snapshot)
         _shipper.last_snapshot = snapshot
         uri = os.environ.get(contract.ENV_CHECKPOINT_URI) or None
+        if uri is None:
+            _say_kept_on_this_host(root)
         _shipper.start(snapshot, int(step), root, uri, keep)
     return True
+
+
+@functools.cache  # said once per folder: every save would repeat it
+def _say_kept_on_this_host(root: Path) -> None:
+    log.warning("checkpoints are kept in %s only: this job has no checkpoint_s3_uri, so none "
+                "outlives the job (give the estimator checkpoint_s3_uri to resume from them)",
+                root)
 
 
 def flush() -> None:

@@ -1,9 +1,10 @@
 """A training job's metric time series, as the official SDK's `TrainingJobAnalytics` gives it.
 
-Rows `timestamp` (seconds since the training started), `metric_name`, `value`, oldest first: a
-pandas DataFrame when pandas is installed, else a list of dicts. A local job's series is what its
-supervisor matched in the hosts' logs (`ddpjob.local.metrics`); a SageMaker job's comes from
-CloudWatch (namespace `/aws/sagemaker/TrainingJobs`, one-minute averages, like the official SDK).
+Rows `timestamp` (seconds since the training started), `metric_name`, `value`, oldest first, as
+a pandas DataFrame (the rows as dicts: the session's `metric_series`). A local job's series is
+what its supervisor matched in the hosts' logs (`ddpjob.local.metrics`); a SageMaker job's comes
+from CloudWatch (namespace `/aws/sagemaker/TrainingJobs`, one-minute averages, as the official
+SDK reads it).
 """
 
 from __future__ import annotations
@@ -17,12 +18,17 @@ COLUMNS = ["timestamp", "metric_name", "value"]
 
 def metrics_for_job(session: BaseSession, job_name: str,
                     metric_names: list[str] | None = None) -> Any:
-    """The metric series of `job_name` (all of its MetricDefinitions, or `metric_names`)."""
+    """The metric series of `job_name` (all of its MetricDefinitions, or `metric_names`) as a
+    pandas DataFrame; without pandas, one clear error (the rows themselves:
+    `session.metric_series`)."""
     rows = session.metric_series(job_name, metric_names)
     try:
         import pandas
     except ImportError:
-        return rows
+        raise ModuleNotFoundError(
+            "the metrics' dataframe() needs pandas, which is not installed: pip install pandas "
+            "(or read the rows without it: session.metric_series(job_name))", name="pandas",
+        ) from None
     return pandas.DataFrame(rows, columns=COLUMNS)
 
 
@@ -49,8 +55,8 @@ class TrainingJobAnalytics:
         self._dataframe = None
 
     def dataframe(self, force_refresh: bool = False) -> Any:
-        """The series as rows `timestamp`, `metric_name`, `value` (a pandas DataFrame when pandas
-        is installed, else a list of dicts)."""
+        """The series as a pandas DataFrame of `timestamp`, `metric_name`, `value` (needs
+        pandas, as the official SDK's does)."""
         if force_refresh:
             self.clear_cache()
         if self._dataframe is None:

@@ -17,9 +17,10 @@ output_path, code_location) are relative to its folder.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,8 +151,7 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     data = _read_yaml_mapping(config_path, "config file")
     for key, value in data.items():
         if key not in _CONFIG_KEYS:
-            allowed = ", ".join(sorted(_CONFIG_KEYS))
-            raise UserInputError(f"{where}: unknown key {key!r}; allowed: {allowed}")
+            raise _unknown_key(where, key, _CONFIG_KEYS)
         types, allowed_text = _CONFIG_KEYS[key]
         if not isinstance(value, types) or (isinstance(value, str) and not value.strip()):
             raise UserInputError(f"{where}: {key} must be {allowed_text}, got {value!r}")
@@ -164,6 +164,17 @@ def load_config(path: str | os.PathLike | None = None) -> Config:
     return Config(**data, path=config_path)
 
 
+def _unknown_key(where: str, key: object, known: Collection[str]) -> UserInputError:
+    """A misspelt or shortened key gets its likely meaning (`bucket`: `default_bucket`);
+    anything else the list of what is allowed."""
+    text = str(key)
+    containing = [name for name in known if text in name]
+    close = containing if len(containing) == 1 else difflib.get_close_matches(text, known, n=1)
+    if close:
+        return UserInputError(f"{where}: unknown key {key!r} (did you mean {close[0]!r}?)")
+    return UserInputError(f"{where}: unknown key {key!r}; allowed: {', '.join(sorted(known))}")
+
+
 def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     """Read a job spec: the estimator's keyword arguments plus `inputs` and `job_name`."""
     spec_path = Path(path).expanduser()
@@ -171,9 +182,7 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     known = SPEC_ESTIMATOR_KEYS | SPEC_FIT_KEYS | SPEC_SESSION_KEYS
     unknown = sorted(set(data) - known, key=str)
     if unknown:
-        allowed = ", ".join(sorted(known))
-        raise UserInputError(
-            f"job spec {spec_path}: unknown key {unknown[0]!r}; allowed: {allowed}")
+        raise _unknown_key(f"job spec {spec_path}", unknown[0], known)
     for key, (types, allowed_text) in _SPEC_SHAPES.items():
         if data.get(key) is not None and not isinstance(data[key], types):
             raise UserInputError(f"job spec {spec_path}: {key} must be {allowed_text}, got "

@@ -61,6 +61,10 @@ UNSUPPORTED_ARGUMENTS = frozenset({
 #: Official SDK arguments of services ddpjob does not drive: accepted and not sent, with a
 #: warning, so that a notebook's estimator call still builds (the training itself is the same).
 NOT_SENT = {"rules": "SageMaker Debugger rules are not run by ddpjob jobs"}
+#: Arguments that belong inside another one: refused with the fix (the official SDK drops
+#: them, and the job then runs without what the user asked for).
+MISPLACED = {"processes_per_host": 'it belongs in distribution: '
+                                   'distribution={"processes_per_host": N}'}
 
 
 def reject_unknown(kwargs: dict[str, object], known: list[str]) -> None:
@@ -68,6 +72,8 @@ def reject_unknown(kwargs: dict[str, object], known: list[str]) -> None:
     argument or a near-miss of a known one (a typo) is one error; anything else is dropped
     with a warning, as the official SDK's `**kwargs` drops it silently."""
     for name in sorted(kwargs):
+        if name in MISPLACED:
+            raise UserInputError(f"{name} is not an estimator argument: {MISPLACED[name]}")
         if name in UNSUPPORTED_ARGUMENTS:
             raise UserInputError(f"{name} is an argument of the official SageMaker SDK that "
                                  f"is not supported by ddpjob; remove it")

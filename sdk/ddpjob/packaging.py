@@ -21,6 +21,7 @@ import gzip
 import importlib.util
 import logging
 import os
+import re
 import stat
 import tarfile
 from dataclasses import dataclass
@@ -41,6 +42,23 @@ EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
 REPOSITORY = ".git"
 EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 EXCLUDED_FILES = frozenset({".DS_Store"})
+
+
+#: The entry points SageMaker's PyTorch containers start (sagemaker-training >= 5.1.4,
+#: `process.validate_entry_point`): plain relative names inside the code folder.
+_CONTAINER_ENTRY_POINT = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._+-]*(/[A-Za-z0-9._+-]+)*")
+
+
+def _say_if_containers_refuse(program: str) -> None:
+    """One warning when SageMaker's PyTorch container would refuse `program` (the script it is
+    told to run): ddpjob's runtime runs it, that container's toolkit would not."""
+    segments = program.split("/")
+    if _CONTAINER_ENTRY_POINT.fullmatch(program) and not {".", ".."} & set(segments):
+        return
+    logger.warning("entry_point %r would be refused by SageMaker's PyTorch container "
+                   "(sagemaker-training >= 5.1.4 runs names of letters, digits, '.', '_', '+', "
+                   "'-' and '/' only, not starting with '-' or '/', without '.' or '..' "
+                   "parts): rename the script to run it there", program)
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,7 @@ def check_source(entry_point: object, source_dir: object = None,
         path = Path(entry).expanduser()
         if not path.is_file():
             raise UserInputError(f"entry_point {entry!r}: no such file")
+        _say_if_containers_refuse(path.name)
         return SourceSpec(entry, path.name, None, deps)
     if not isinstance(source_dir, (str, os.PathLike)):
         raise UserInputError(f"source_dir must be a folder path or an s3:// URI of a .tar.gz, "
@@ -91,6 +110,7 @@ def check_source(entry_point: object, source_dir: object = None,
     if not (folder / entry).is_file():
         raise UserInputError(f"entry_point {entry!r}: no such file in source_dir "
                              f"{os.fspath(source_dir)!r}")
+    _say_if_containers_refuse(Path(entry).as_posix())
     return SourceSpec(entry, Path(entry).as_posix(), folder.absolute(), deps)
 
 

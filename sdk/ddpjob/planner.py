@@ -10,6 +10,7 @@ go, and its own dry run.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from ddpjob_runtime.hyperparameters import check_total, encode
 from ddpjob import arguments, inputs, packaging, uploads
 from ddpjob.base_session import BaseSession
 from ddpjob.definition import Code, JobDefinition
+from ddpjob.errors import InvalidRequestError
 from ddpjob.training_job import TrainingJob
 
 
@@ -95,8 +97,26 @@ def plan(definition: JobDefinition, scheduler: BaseSession) -> Plan:
         "environment": dict(definition.environment), "tags": [dict(t) for t in definition.tags],
         "checkpoint_s3_uri": checkpoint.uri if checkpoint else None}
     request = _request(definition, values, [channel.config for channel in channels])
-    return Plan(scheduler.submit_dryrun(request), tuple(channels), definition.code,
-                None if source.source_uri else code_uri)
+    try:
+        checked = scheduler.submit_dryrun(request)
+    except InvalidRequestError as exc:
+        raise _naming_the_argument(exc) from None
+    return Plan(checked, tuple(channels), definition.code, None if source.source_uri else code_uri)
+
+
+def _naming_the_argument(error: InvalidRequestError) -> InvalidRequestError:
+    """The scheduler's refusal headed by the estimator argument that set the request member it
+    names (`instance_count: ... ResourceConfig.InstanceCount 10000 ...`): the user wrote the
+    argument, not the member."""
+    message = str(error)
+    named = [row for row in arguments.ROWS
+             if re.search(rf"(?<![\w.]){re.escape(row.member)}(?![\w])", message)]
+    longest = max((len(row.member) for row in named), default=0)  # the most precise member
+    named = [row.name for row in named if len(row.member) == longest]
+    if len(named) != 1:  # no member named, or one several arguments set
+        return error
+    return InvalidRequestError(f"{named[0]}: {message}", code=error.code,
+                               operation=error.operation, service_message=error.service_message)
 
 
 def _stage(planned: Plan) -> None:

@@ -6,6 +6,7 @@ import datetime as dt
 import sys
 
 import boto3
+import pytest
 from ddpjob import analytics
 from ddpjob.sagemaker.session import Session
 
@@ -43,9 +44,10 @@ def test_the_series_comes_from_cloudwatch(aws_env, training_request, job_name, m
     # CloudWatch's one-minute periods: each point at the start of its minute.
     first, second = frame.timestamp.tolist()
     assert -60 < first <= 1 and 90 < second <= 150 and second - first in (120, 180)
+    assert session.metric_series(job_name, ["val:loss"]) == []
     monkeypatch.setitem(sys.modules, "pandas", None)
-    rows = analytics.metrics_for_job(session, job_name, metric_names=["val:loss"])
-    assert rows == []
+    with pytest.raises(ModuleNotFoundError, match="needs pandas"):
+        analytics.metrics_for_job(session, job_name, metric_names=["val:loss"])
 
 
 def test_the_estimators_training_job_analytics(aws_env, training_request, job_name):

@@ -32,6 +32,11 @@ LOCAL_CASES: list[tuple[str, dict[str, Any], dict[str, Any] | None, str]] = [
      r"container_entry_point .* not supported by ddpjob"),
     ("typo-arg", {"hyperparameter": {"lr": 1}}, None,
      r"unexpected argument 'hyperparameter' \(did you mean 'hyperparameters'\?\)"),
+    ("ppn-outside-distribution", {"processes_per_host": 2}, None,
+     r"processes_per_host is not an estimator argument: it belongs in distribution: "
+     r"distribution=\{\"processes_per_host\": N\}"),
+    ("instance-count-huge-local", {"instance_count": 10_000}, {},
+     r"^instance_count: .*InstanceCount 10000: this machine runs at most"),
     ("v1-and-v2-name", {"train_volume_size": 5, "volume_size": 5}, None,
      r"give volume_size or its old name train_volume_size"),
     ("volume-size-zero", {"volume_size": 0}, None, r"volume_size must be an integer between 1"),

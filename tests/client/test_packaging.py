@@ -207,3 +207,27 @@ def test_a_dependency_named_ddpjob_runtime_is_refused(src: Path, tmp_path: Path)
     spec = packaging.check_source("train.py", src, [dep])
     with pytest.raises(UserInputError, match="named like ddpjob's runtime"):
         packaging.pack(spec, tmp_path / "x.tar.gz", include_runtime=True)
+
+
+@pytest.mark.parametrize("name", ["train.py", "bin/train.sh", "a+b-c_d.py", ".hidden.py",
+                                  "my script.py", "trâin.py", "run$1.py", "x;y.py", "a=b.py",
+                                  "sub/my script.py", "_x/.y/z.py", "train.py~"])
+def test_the_estimator_says_when_sagemakers_container_would_refuse_the_entry_point(
+        name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The oracle is the container's own toolkit (sagemaker-training >= 5.1.4)."""
+    from sagemaker_training import errors
+    from sagemaker_training.process import validate_entry_point
+
+    script = tmp_path / name
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text("print('hi')\n")
+    try:
+        validate_entry_point(name)
+        refused = False
+    except errors.ClientError:
+        refused = True
+    with caplog.at_level("WARNING", logger="ddpjob.packaging"):
+        spec = packaging.check_source(name, tmp_path)
+    said = [r.getMessage() for r in caplog.records if "would be refused" in r.getMessage()]
+    assert len(said) == int(refused), (name, said)
+    assert spec.script_name == name  # ddpjob's own runtime runs it either way

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob.errors import UserInputError
+from ddpjob.local import log_streams
 from ddpjob.local.session import LOCAL_ROLE, LocalSession
 
 from tests.interop.conftest import IMAGE_URI, TRAIN_SCRIPT, OffMachineRequest
@@ -156,10 +157,12 @@ def test_a_v2_estimator_runs_two_hosts_here_with_its_logs_model_and_data(
 
 
 def test_log_streams_page_like_cloudwatch(
-    sdk_offline: Any, no_account: list[str], local_session: LocalSession, source_dir: Path
+    sdk_offline: Any, no_account: list[str], local_session: LocalSession, source_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One stream per host named `<job>/algo-N-<epoch>`; forward and backward tokens page
-    through a host's lines without a gap or a repeat; FilterLogEvents searches every stream."""
+    through a host's lines without a gap or a repeat; FilterLogEvents searches every stream;
+    a token this machine did not give out is CloudWatch's InvalidParameterException."""
     (source_dir / "lines.py").write_text("for i in range(5):\n    print(f'line {i}', flush=True)\n")
     session = local_session.official_session()
     estimator = _estimator(session, source_dir, entry_point="lines.py", instance_count=2)
@@ -198,6 +201,28 @@ def test_log_streams_page_like_cloudwatch(
     assert [e["message"] for e in named["events"]] == lines
     with pytest.raises(ClientError, match="log group does not exist"):
         logs.describe_log_streams(logGroupName="/aws/other", logStreamNamePrefix=f"{name}/")
+
+    monkeypatch.setattr(log_streams, "READ_BLOCK", 7)  # backwards over many small blocks
+    backward, token = [], None
+    while True:
+        page = logs.get_log_events(logGroupName=group, logStreamName=names[1], limit=3,
+                                   **({"nextToken": token} if token else {}))
+        if not page["events"]:
+            break
+        backward = [e["message"] for e in page["events"]] + backward
+        token = page["nextBackwardToken"]
+    assert backward == lines
+
+    hostile = ["x", "f/-1", "b/1e9", "f/99999999999", "f/٣", "[" * 5000, "{}" * 3]
+    for token in hostile:
+        with pytest.raises(ClientError, match="InvalidParameterException.*nextToken is invalid"):
+            logs.get_log_events(logGroupName=group, logStreamName=names[1], nextToken=token)
+        with pytest.raises(ClientError, match="InvalidParameterException"):
+            logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=f"{name}/",
+                                      nextToken=token)
+    for token in ["[" * 5000, '{"a": -1}', '{"a": "1"}', "[]", "not json"]:
+        with pytest.raises(ClientError, match="InvalidParameterException"):
+            logs.filter_log_events(logGroupName=group, logStreamNames=names, nextToken=token)
     assert no_account == []
 
 

@@ -156,6 +156,24 @@ def test_jobs_that_fail_before_the_script_list_and_clash(session: LocalSession) 
     assert len(session.list(CreationTimeBefore=future, MaxResults=1)) == 3
 
 
+@pytest.mark.parametrize("token", ["garbage", "-1", "1e9", "0x10", "٣", "9" * 40, "1 "])
+def test_a_list_token_not_given_out_here_is_a_validation_error(session, token: str) -> None:
+    with pytest.raises(session.sagemaker_client.exceptions.ClientError) as error:
+        session.sagemaker_client.list_training_jobs(NextToken=token)
+    assert _code(error) == "ValidationException"
+    assert "Invalid pagination token" in str(error.value)
+
+
+@pytest.mark.parametrize("seconds", [21601, 10**9])
+def test_an_update_outside_the_models_keep_alive_bounds_is_refused(session, seconds) -> None:
+    """boto3 checks no maximum (and the client-side minimum only): the server's bounds, as
+    CreateTrainingJob's, come from the service model."""
+    with pytest.raises(session.sagemaker_client.exceptions.ClientError) as error:
+        session.sagemaker_client.update_training_job(
+            TrainingJobName="any-job", ResourceConfig={"KeepAlivePeriodInSeconds": seconds})
+    assert "KeepAlivePeriodInSeconds" in str(error.value)
+
+
 def test_a_name_is_created_once_even_when_raced(tmp_path: Path) -> None:
     """Two creators of one name at the same moment: exactly one wins (rename is atomic)."""
     store = JobStore(tmp_path)

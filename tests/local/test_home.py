@@ -57,3 +57,46 @@ def test_a_folder_of_another_user_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UserInputError, match=r"belongs to another user \(uid 65534\)"):
         LocalSession(home=theirs)
     assert _mode(theirs) == 0o755
+
+
+def _nobody() -> int:
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    return pwd.getpwnam("nobody").pw_uid
+
+
+def test_a_home_reached_through_another_users_link_is_refused(tmp_path: Path) -> None:
+    """The link's owner could point it anywhere, later: at a folder they read."""
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    os.lchown(link, _nobody(), -1)
+    for home in (link, link / "ddpjob"):
+        with pytest.raises(UserInputError, match=r"reached through the link .*link, which another "
+                                                 r"user owns"):
+            LocalSession(home=home)
+        with pytest.raises(UserInputError, match="another user owns"):
+            JobStore(home).reserve("job-1")
+    assert not list(mine.iterdir())
+    own_link = tmp_path / "own-link"
+    own_link.symlink_to(mine)
+    LocalSession(home=own_link / "ddpjob")  # a link of one's own is fine
+
+
+def test_a_home_below_a_folder_others_may_replace_it_in_is_refused(tmp_path: Path) -> None:
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    os.chmod(open_folder, 0o777)  # no sticky bit: anyone may rename what is in it
+    with pytest.raises(UserInputError, match=r"below .*open, a folder every user may write into "
+                                             r"\(mode 777, no sticky bit\)"):
+        LocalSession(home=open_folder / "me" / "ddpjob")
+    os.chmod(open_folder, 0o1777)  # as /tmp: others cannot rename what is not theirs
+    LocalSession(home=open_folder / "me" / "ddpjob")
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, _nobody(), -1)
+    with pytest.raises(UserInputError, match=r"through the folder .*theirs, which another user"):
+        LocalSession(home=theirs / "ddpjob")

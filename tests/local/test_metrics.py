@@ -71,8 +71,11 @@ def test_metrics_of_every_host_reach_describe_and_the_series(session, tmp_path, 
     analytics_of_job.export_csv(str(csv))
     assert "train:loss" in csv.read_text()
 
-    monkeypatch.setitem(sys.modules, "pandas", None)  # without pandas: a list of dicts
-    rows = analytics.metrics_for_job(session, name, metric_names=["accuracy"])
+    monkeypatch.setitem(sys.modules, "pandas", None)  # without pandas: one clear error
+    with pytest.raises(ModuleNotFoundError, match=r"dataframe\(\) needs pandas.*pip install "
+                       r"pandas.*session.metric_series"):
+        analytics.TrainingJobAnalytics(name, sagemaker_session=session).dataframe()
+    rows = session.metric_series(name, ["accuracy"])  # the rows themselves
     assert [(r["metric_name"], r["value"]) for r in rows] == [("accuracy", 0.75),
                                                              ("accuracy", 0.875)]
     assert_no_processes(session.home)

@@ -41,16 +41,19 @@ def _short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _start(session: LocalSession, tmp_path: Path, name: str, *, hosts: int = 2,
-           spot: bool = True, **hps: str) -> Path:
+           spot: bool = True, keep_alive: int = 0, **hps: str) -> Path:
     """Start `spot_train.py` as job `name`; its checkpoint folder."""
     source = source_tar(tmp_path / "src", JOBS / "spot_train.py")
     checkpoints = tmp_path / f"checkpoints-{name}"
     extra: dict[str, Any] = dict(SPOT) if spot else {}
     if "retries" in hps:
         extra["RetryStrategy"] = {"MaximumRetryAttempts": int(hps.pop("retries"))}
-    session.sagemaker_client.create_training_job(**training_request(
+    request = training_request(
         session, name, source, "spot_train.py", hosts=hosts, workers=1, hyperparameters=hps,
-        CheckpointConfig={"S3Uri": checkpoints.as_uri()}, **extra))
+        CheckpointConfig={"S3Uri": checkpoints.as_uri()}, **extra)
+    if keep_alive:
+        request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = keep_alive
+    session.sagemaker_client.create_training_job(**request)
     return checkpoints
 
 
@@ -187,13 +190,15 @@ def test_past_max_wait_an_interrupted_job_ends_max_wait_time_exceeded(
     _assert_nothing_left(session, "spot-wait")
 
 
-@pytest.mark.parametrize("retries", [1, None])
+@pytest.mark.parametrize(("retries", "keep_alive"), [(1, 0), (None, 0), (1, 600)],
+                         ids=["retried", "failed", "warm-pool-retried"])
 def test_a_lost_host_fails_the_job_or_is_retried(
-    session: LocalSession, tmp_path: Path, retries: int | None
+    session: LocalSession, tmp_path: Path, retries: int | None, keep_alive: int
 ) -> None:
-    name = f"lost-{retries}"
+    name = f"lost-{retries}-{keep_alive}"
     extra = {"retries": str(retries)} if retries else {}
-    _start(session, tmp_path, name, spot=False, **extra, **{"hold-at": "0"})
+    _start(session, tmp_path, name, spot=False, keep_alive=keep_alive, **extra,
+           **{"hold-at": "0"})
     _ready(session, name, 0)
     session.interrupt(name, notice=False)
     job = wait_until_ended(session, name)
@@ -208,6 +213,10 @@ def test_a_lost_host_fails_the_job_or_is_retried(
     else:
         assert job["TrainingJobStatus"] == "Failed"
         assert job["FailureReason"].startswith(f"AlgorithmError: {killed}"), job["FailureReason"]
+    if keep_alive:  # the job ran on a warm pool it started, and left it warm
+        assert job["WarmPoolStatus"]["Status"] == "Available", job.get("WarmPoolStatus")
+        session.sagemaker_client.update_training_job(
+            TrainingJobName=name, ResourceConfig={"KeepAlivePeriodInSeconds": 0})
     _assert_nothing_left(session, name)
 
 

@@ -265,8 +265,9 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rank-{rank}.json").write_text(json.dumps(result))
-    dist.barrier()
-    tdist.destroy_process_group()
+    dist.destroy_process_group()  # as torch's tutorials end: barrier, then destroy
+    assert not dist.is_initialized()
+    dist.destroy_process_group()  # a second call is a no-op, as after torch's own teardown
 
 
 if __name__ == "__main__":

@@ -67,6 +67,16 @@ def test_other_ranks_write_nothing(ckpt: Path, monkeypatch) -> None:
     assert not ckpt.exists()
 
 
+def test_saves_without_a_checkpoint_uri_say_once_that_they_stay_here(
+        ckpt: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="ddpjob_runtime.checkpoints"):
+        for step in range(3):
+            assert checkpoints.save({"x": torch.ones(2) * step})
+        checkpoints.flush()
+    said = [r.getMessage() for r in caplog.records if "no checkpoint_s3_uri" in r.getMessage()]
+    assert len(said) == 1 and str(ckpt) in said[0], caplog.text
+
+
 def test_step_numbering_and_keep(ckpt: Path, s3_bucket: str, monkeypatch) -> None:
     uri = f"s3://{s3_bucket}/ckpt/run-2"
     monkeypatch.setenv("DDPJOB_CHECKPOINT_URI", uri)

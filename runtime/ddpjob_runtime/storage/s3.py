@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime import contract
 from ddpjob_runtime.errors import ObjectNotFoundError, StorageError
+from ddpjob_runtime.storage.uris import LOCAL_BUCKET
 
 if TYPE_CHECKING:  # pragma: no cover
     from boto3.s3.transfer import TransferConfig
@@ -93,7 +94,8 @@ def explain(error: BaseException) -> tuple[str, bool]:
     while seen is not None:  # s3transfer/boto3 wrap the botocore error; find it
         if isinstance(seen, (NoCredentialsError, PartialCredentialsError)):
             return ("no AWS credentials (run `aws configure`, or set AWS_PROFILE or "
-                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)", False)
+                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; a local job needs none for "
+                    f"s3://{LOCAL_BUCKET}/... or file:// URIs)", False)
         if isinstance(seen, EndpointConnectionError):
             return f"cannot reach the S3 endpoint ({seen})", False
         if isinstance(seen, ClientError):

@@ -27,8 +27,10 @@ from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
 from ddpjob.local import (
+    container_host,
     gpus,
     hostroot,
+    instance_choice,
     interruptions,
     metrics,
     pools,
@@ -121,11 +123,18 @@ class LocalSageMakerClient:
             # The official SDK's local mode with local_code and no output_path: keep them here.
             output = (self.store.home / "output").absolute().as_uri()
             request["OutputDataConfig"]["S3OutputPath"] = output
-        kind = (request.get("ResourceConfig") or {}).get("InstanceType")
-        visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
-        validation.check_create(request, visible)
-        interruptions.check_request(self.planned, request, hostroot.host_names(request))
-        return request
+
+        def check(candidate: dict[str, Any]) -> None:
+            kind = (candidate.get("ResourceConfig") or {}).get("InstanceType")
+            visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
+            validation.check_create(candidate, visible)
+            if problem := container_host.drivers_problem(candidate, self.bucket_root):
+                raise validation.client_error("CreateTrainingJob", problem)
+
+        chosen = instance_choice.choose(
+            request, check, lambda text: validation.client_error("CreateTrainingJob", text))
+        interruptions.check_request(self.planned, chosen, hostroot.host_names(chosen))
+        return chosen
 
     def reserve(self, name: str) -> None:
         """Take the job name before anything of the job is written (ResourceInUse if taken)."""
@@ -230,7 +239,7 @@ class LocalSageMakerClient:
         summaries = [s for s in summaries if _matches(s, kwargs)]
         key = _SORT_KEYS[kwargs.get("SortBy", "CreationTime")]
         summaries.sort(key=lambda s: s[key], reverse=kwargs.get("SortOrder") == "Descending")
-        start = int(kwargs.get("NextToken") or 0)
+        start = _page_start(kwargs.get("NextToken"))
         size = kwargs.get("MaxResults", 10)
         page = {"TrainingJobSummaries": summaries[start : start + size], **copy.deepcopy(_OK)}
         if start + size < len(summaries):
@@ -290,6 +299,17 @@ class LocalSageMakerClient:
         if pid is None:  # being started by the creating process
             return time.time() - state.creation_time < SUPERVISOR_START_S
         return self._is_supervisor(pid, name)
+
+
+def _page_start(token: str | None) -> int:
+    """Where the page a ListTrainingJobs `NextToken` names starts: only tokens this client
+    gave out (a count of summaries) are honoured, as SageMaker refuses a token of its own."""
+    if token is None or token == "":
+        return 0
+    if not token.isascii() or not token.isdecimal() or len(token) > 9:
+        raise validation.client_error("ListTrainingJobs", "Invalid pagination token: pass the "
+                                                          "NextToken of the previous answer")
+    return int(token)
 
 
 def _matches(summary: dict[str, Any], filters: dict[str, Any]) -> bool:

@@ -12,17 +12,22 @@ it: the config files with hosts named `algo-N`, `TRAINING_JOB_NAME`, a Python wi
 request's Environment. The drivers hard-code `/opt/ml` and the master `algo-1:7777`, so each
 host runs in its own mount namespace (`sandbox`, applied by `hosts`), where `/opt/ml` is the
 host's folder and `algo-N` resolves to a loopback address; where the machine has none, such a
-request is refused before anything starts. The fixed port allows one multi-host job at a time.
+request is refused before anything starts. The fixed port allows one multi-host job at a time
+(`fixed_port`: the next one waits).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime import fsutil, storage
 from ddpjob_runtime.contract import DEFAULT_ROOT
+from ddpjob_runtime.errors import DdpjobError
+from ddpjob_runtime.storage.uris import LOCAL_BUCKET
 
 from ddpjob import image_uris
 from ddpjob.local import hostpython, platform_host, responses, sandbox
@@ -80,6 +85,30 @@ def request_problem(request: dict[str, Any]) -> str | None:
         return (f"ResourceConfig.InstanceType {kind!r}: local hosts run a container command on "
                 f"CPU instance types (ml.m5, ml.c5, ...), 'local' or 'local_gpu' (this "
                 f"machine's GPUs)")
+    return None
+
+
+DRIVERS_CHANNEL, TRAIN_SCRIPT = "sm_drivers", "sm_train.sh"  # ModelTrainer's (sagemaker.train)
+
+
+def drivers_problem(request: dict[str, Any], bucket_root: Path) -> str | None:
+    """Why ModelTrainer's drivers, as its `sm_train.sh` in the request's drivers channel starts
+    them, cannot run on these local hosts (one line), or None: its MPI driver over several
+    hosts starts sshd on each (`/usr/sbin/sshd`), which local hosts do not run. The script is
+    read where this machine keeps it (the local bucket or a folder); a channel on S3 itself is
+    not read before the job."""
+    if not is_container_request(request) or request["ResourceConfig"].get("InstanceCount", 1) < 2:
+        return None
+    uri = next((c["DataSource"]["S3DataSource"]["S3Uri"] for c in
+                request.get("InputDataConfig") or [] if c["ChannelName"] == DRIVERS_CHANNEL), "")
+    local_bucket = f"s3://{LOCAL_BUCKET}/"
+    with contextlib.suppress(OSError, ValueError, DdpjobError):
+        folder = (fsutil.contained(bucket_root, uri[len(local_bucket):], what="key")
+                  if uri.startswith(local_bucket) else storage.parse(uri).path)
+        if folder is not None and b"mpi_driver.py" in (folder / TRAIN_SCRIPT).read_bytes():
+            return ("ModelTrainer's MPI() over several hosts needs an SSH daemon on every host "
+                    "(its mpi_driver starts /usr/sbin/sshd), which local hosts do not run; use "
+                    "Torchrun() or instance_count=1 locally")
     return None
 
 

@@ -11,7 +11,7 @@ toolkits), default this Python; ddpjob need not be installed there: the code arc
 `ddpjob_runtime`. In its own namespace (`sandbox`) a host is `algo-N` with its `/opt/ml`, as on
 SageMaker; elsewhere hosts are named by loopback addresses and the toolkit finds its root through
 `SAGEMAKER_BASE_DIR`. The toolkit's torchrun rendezvous is on the first host at its fixed port
-7777, so one such job runs at a time on a machine.
+7777, so one such job runs at a time on a machine (`fixed_port`: the next one waits).
 """
 
 from __future__ import annotations

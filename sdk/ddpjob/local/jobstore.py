@@ -67,6 +67,41 @@ def check_own_dir(path: Path) -> None:
                              f"readable by you only")
 
 
+def check_path_to(home: Path) -> None:
+    """UserInputError when another user could redirect or replace `home` on its way there: a
+    link they own, or a folder they own or that every user may write into without the sticky
+    bit (which keeps others from renaming what is not theirs, as in `/tmp`). Links are followed
+    as the kernel follows them; the first missing part ends the walk (ddpjob creates the rest,
+    private)."""
+    me, hops = os.geteuid(), 0
+    parts, current = list(Path(home).absolute().parts[1:]), Path("/")
+    while parts:
+        part = parts.pop(0)
+        step = current.parent if part == ".." else current / part
+        try:
+            st = os.lstat(step)
+        except FileNotFoundError:
+            return
+        link = stat.S_ISLNK(st.st_mode)
+        if st.st_uid not in (0, me) and (parts or link):  # the home itself: check_own_dir
+            what = "link" if link else "folder"
+            raise UserInputError(f"home {home}: reached through the {what} {step}, which another "
+                                 f"user owns (uid {st.st_uid}); name a folder of your own")
+        if link:
+            hops += 1
+            if hops > 40:
+                raise UserInputError(f"home {home}: too many links on the way")
+            target = Path(os.readlink(step))
+            parts = [*target.parts[1 if target.is_absolute() else 0:], *parts]
+            current = Path("/") if target.is_absolute() else current
+            continue
+        if parts and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            raise UserInputError(f"home {home}: below {step}, a folder every user may write into "
+                                 f"(mode {stat.S_IMODE(st.st_mode):o}, no sticky bit), where "
+                                 f"another user could replace it; name a folder elsewhere")
+        current = step
+
+
 class JobStore:
     """The jobs under `<home>/jobs`; the home and everything in it are private (0700/0600)."""
 
@@ -91,6 +126,7 @@ class JobStore:
 
         Nothing else may be written for a job before this succeeds; `create` fills the folder.
         """
+        check_path_to(self.home)
         private_dir(self.home)
         private_dir(self.jobs)
         target = self.job_dir(name)

@@ -23,6 +23,8 @@ from ddpjob.local.client import LocalSageMakerClient
 from ddpjob.sagemaker.logs import LOG_GROUP
 
 LIMIT = 10000  # GetLogEvents' and FilterLogEvents' most events per answer
+READ_BLOCK = 64 * 1024  # bytes read at a time when paging backwards
+_BAD_TOKEN = error(400, "InvalidParameterException", "The specified nextToken is invalid.")
 
 
 class JobLogStreams:
@@ -57,23 +59,54 @@ class JobLogStreams:
         return {name: path for name, path in sorted(found.items())
                 if name.startswith(prefix) and path.is_file() and path.stat().st_size}
 
-    def _events(self, stream: str, path: Path, start: int, limit: int) -> list[tuple[dict, int]]:
-        """The events of the lines from byte `start` (at most `limit`), each with the offset
-        after its line; a last line without its newline counts once the job has ended."""
-        with open(path, "rb") as handle:
-            handle.seek(start)
-            data = handle.read()
+    def _ended(self, stream: str) -> bool:
         job = stream.split("/", 1)[0]
-        if data and not data.endswith(b"\n") and self.client.describe_training_job(
-                TrainingJobName=job)["TrainingJobStatus"] in TERMINAL_STATUSES:
-            data += b"\n"
-        stamp = int(self.client.store.state(job).creation_time * 1000)
-        found, offset = [], start
-        for line in data.split(b"\n")[:-1][:limit]:
+        status = self.client.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]
+        return status in TERMINAL_STATUSES
+
+    def _as_events(self, stream: str, lines: list[bytes], first: int) -> list[tuple[dict, int]]:
+        """Each whole line (newline stripped) as an event, with the offset after it; the
+        first line starts at byte `first`."""
+        stamp = int(self.client.store.state(stream.split("/", 1)[0]).creation_time * 1000)
+        found, offset = [], first
+        for line in lines:
             offset += len(line) + 1
             found.append(({"timestamp": stamp, "ingestionTime": stamp,
                            "message": line.decode("utf-8", "replace")}, offset))
         return found
+
+    def _events(self, stream: str, path: Path, start: int, limit: int) -> list[tuple[dict, int]]:
+        """The events of at most `limit` lines from byte `start` (only those are read); a last
+        line without its newline counts once the job has ended."""
+        lines: list[bytes] = []
+        with open(path, "rb") as handle:
+            handle.seek(start)
+            while len(lines) < limit and (line := handle.readline()):
+                if not line.endswith(b"\n") and not self._ended(stream):
+                    break
+                lines.append(line.removesuffix(b"\n"))
+        return self._as_events(stream, lines, start)
+
+    def _events_before(self, stream: str, path: Path, end: int,
+                       limit: int) -> tuple[int, list[tuple[dict, int]]]:
+        """(where the first of them starts, the events of) the last `limit` lines that end by
+        byte `end`, read backwards in blocks: a page never reads the whole log."""
+        with open(path, "rb") as handle:
+            size = handle.seek(0, 2)
+            end, pos, data = min(end, size), min(end, size), b""
+            while pos > 0 and data.count(b"\n") <= limit:
+                pos = max(0, pos - READ_BLOCK)
+                handle.seek(pos)
+                data = handle.read(end - pos)
+        if end == size and data and not data.endswith(b"\n") and self._ended(stream):
+            data += b"\n"
+        lines = data.split(b"\n")[:-1]
+        if pos > 0:  # the block began inside a line: it is not whole
+            pos += len(lines[0]) + 1
+            lines = lines[1:]
+        kept = lines[-limit:] if limit else []
+        first = pos + sum(len(line) + 1 for line in lines[:len(lines) - len(kept)])
+        return first, self._as_events(stream, kept, first)
 
     def describe_log_streams(self, params: dict[str, Any]) -> Answer:
         """DescribeLogStreams: the streams of a job (by `logStreamNamePrefix`)."""
@@ -81,8 +114,10 @@ class JobLogStreams:
         if isinstance(streams, tuple):
             return streams
         names = sorted(streams, reverse=bool(params.get("descending")))
-        start = int(params.get("nextToken") or 0)
-        size = params.get("limit", 50)
+        token = params.get("nextToken") or "0"
+        if not (token.isascii() and token.isdecimal() and len(token) < 10):
+            return _BAD_TOKEN
+        start, size = int(token), params.get("limit", 50)
         answer: dict[str, Any] = {"logStreams": [
             {"logStreamName": name, "creationTime": int(streams[name].stat().st_ctime * 1000),
              "lastIngestionTime": int(streams[name].stat().st_mtime * 1000),
@@ -103,15 +138,17 @@ class JobLogStreams:
             return error(400, "ResourceNotFoundException", "The specified log stream does not "
                                                            "exist.")
         limit, token = params.get("limit", LIMIT), params.get("nextToken") or ""
+        size = streams[name].stat().st_size
+        offset = _offset(token, size) if token else None
+        if offset is None and token:
+            return _BAD_TOKEN
         if token.startswith("f/") or (not token and params.get("startFromHead")):
-            start = int(token[2:]) if token else 0
+            start = offset or 0
             read = self._events(name, streams[name], start, limit)
             end = read[-1][1] if read else start
         else:
-            end = int(token[2:]) if token else streams[name].stat().st_size
-            lines = [r for r in self._events(name, streams[name], 0, 1 << 62) if r[1] <= end]
-            first = max(0, len(lines) - limit)
-            start, read = lines[first - 1][1] if first else 0, lines[first:]
+            end = size if offset is None else offset
+            start, read = self._events_before(name, streams[name], end, limit)
         events = [e for e, _ in read if e["timestamp"] >= params.get("startTime", 0)]
         return 200, {"events": events, "nextForwardToken": f"f/{end}",
                      "nextBackwardToken": f"b/{start}"}
@@ -124,7 +161,9 @@ class JobLogStreams:
         if isinstance(streams, tuple):
             return streams
         wanted = params.get("logStreamNames") or list(streams)
-        offsets = json.loads(params.get("nextToken") or "{}")
+        offsets = _offsets(params.get("nextToken") or "{}")
+        if offsets is None:
+            return _BAD_TOKEN
         found, left = [], params.get("limit", LIMIT)
         pattern = (params.get("filterPattern") or "").strip('"')
         for name in [n for n in streams if n in wanted]:
@@ -138,3 +177,24 @@ class JobLogStreams:
         if left <= 0:
             answer["nextToken"] = json.dumps(offsets)
         return 200, answer
+
+
+def _offset(token: str, size: int) -> int | None:
+    """The byte offset of a GetLogEvents token this module gave out (`f/N`, `b/N`, at most one
+    past the file's end), None for any other token."""
+    kind, _, number = token.partition("/")
+    if kind not in ("f", "b") or not (number.isascii() and number.isdecimal()):
+        return None
+    return int(number) if int(number) <= size + 1 else None
+
+
+def _offsets(token: str) -> dict[str, int] | None:
+    """The per-stream offsets of a FilterLogEvents token, None unless it is one of ours."""
+    try:
+        offsets = json.loads(token)
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than json decodes
+        return None
+    if not isinstance(offsets, dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in offsets.items()):
+        return None
+    return offsets

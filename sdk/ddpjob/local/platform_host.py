@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,25 +19,12 @@ from pathlib import Path
 from ddpjob_runtime import contract, failure, phases
 
 from ddpjob.local import failure_cause, hostroot, platform_duties, sandbox
+from ddpjob.local.fixed_port import FIXED_PORT, holder, port_free
 from ddpjob.local.jobstore import JobStore
 
 log = logging.getLogger("ddpjob.local.platform_host")
 
-# The rendezvous port of SageMaker's PyTorch toolkit (sagemaker_training.torch_distributed) and
-# of ModelTrainer's drivers (SM_MASTER_PORT): fixed, so one such multi-host job at a time.
-FIXED_PORT = 7777
 LOG_TAIL_BYTES = 256 * 1024  # where a failed program's last report is found
-
-
-def port_free(port: int) -> bool:
-    """Whether nothing listens on `port` of this machine (bound as torch's store binds it)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("", port))
-        except OSError:
-            return False
-    return True
 
 
 def _signal_name(number: int) -> str:
@@ -98,9 +84,8 @@ class PlatformHost:
         hosts = hostroot.host_names(self.request)
         if hosts[0] == self.host and len(hosts) > 1 and not port_free(FIXED_PORT):
             raise RuntimeError(
-                f"port {FIXED_PORT}, where {self.program} starts its torchrun rendezvous, is in "
-                f"use on this machine (another job on SageMaker's container or ModelTrainer's "
-                f"drivers?); one such job runs at a time")
+                f"port {FIXED_PORT}, where {self.program} starts its torchrun rendezvous, is "
+                f"held by {holder(FIXED_PORT)}, not by a ddpjob job: free it to run this job")
 
     def _run_program(self) -> int:
         phases.write_phase(self.status_file, "Training")

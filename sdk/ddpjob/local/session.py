@@ -28,7 +28,7 @@ from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
 from ddpjob.local import interruptions as planned
 from ddpjob.local.client import LocalSageMakerClient
-from ddpjob.local.jobstore import check_own_dir
+from ddpjob.local.jobstore import check_own_dir, check_path_to
 from ddpjob.local.validation import LOCAL_ROLE
 from ddpjob.naming import check_job_name
 
@@ -73,7 +73,8 @@ class LocalSession(BaseSession):
                  interruptions: Sequence[Interruption] | None = None):
         self.interruptions = planned.checked(interruptions)
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
-        if self.home.exists():  # refused before anything is written into it
+        check_path_to(self.home)  # refused before anything is written into it
+        if self.home.exists():
             check_own_dir(self.home)
         self._client = LocalSageMakerClient(self.home, aws_shaped=False,
                                             planned=self.interruptions)

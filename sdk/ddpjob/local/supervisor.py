@@ -27,6 +27,7 @@ from ddpjob_runtime import processes
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
 from ddpjob.local import (
     failure_cause,
+    fixed_port,
     hostkind,
     interruptions,
     metrics,
@@ -65,6 +66,7 @@ class Supervisor:
             "MaximumRetryAttempts", 0))
         self.retries: list[str] = []  # the cause of each job retry so far
         self.reclaimed: list[str] = []  # the hosts an interruption with notice is ending first
+        self.port_lock: fixed_port.PortLock | None = None  # held while hosts use port 7777
 
     def _update(self, change) -> JobState:
         return self.store.update(self.name, change)
@@ -252,6 +254,27 @@ class Supervisor:
             return None
         return staging.stage_job(self.store.home, self.job_dir, self.request, self.hosts.names)
 
+    def _take_fixed_port(self) -> bool:
+        """Hosts that rendezvous on the containers' fixed port wait (Starting, naming the job
+        ahead) until this job holds it (`fixed_port`); False when the job is stopped meanwhile
+        or was pending longer than MaxPendingTimeInSeconds, as SageMaker stops such a job."""
+        if not (hostkind.runs_image_program(self.request) and len(self.hosts.names) > 1):
+            return True
+        lock = fixed_port.PortLock(self.name)
+        limit = (self.request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
+
+        def say(message: str) -> None:
+            log.info("%s", message)
+            self._update(lambda s: s.note_start(f"{MESSAGES[SecondaryStatus.STARTING]}: "
+                                                f"{message}"))
+
+        waited = fixed_port.wait_for(lock, limit, lambda: self._observe().stop_requested, say)
+        if waited.pending_s:
+            say(f"stopped after {waited.pending_s:.0f} s pending, past MaxPendingTimeInSeconds "
+                f"({limit} s)")
+        self.port_lock = lock if waited.taken else None
+        return waited.taken
+
     def _acquire_pool(self) -> None:
         """Claim a matching warm pool (the history says so) or start a new one."""
         if self.lease is None:
@@ -275,8 +298,8 @@ class Supervisor:
         finally:
             processes.become_subreaper()  # after the pool's keeper was forked off
         try:
-            if self._observe().stop_requested:  # stopped before it started
-                self._apply(Decision(end=EndCause.STOP_REQUESTED), {})
+            if self._observe().stop_requested or not self._take_fixed_port():
+                self._apply(Decision(end=EndCause.STOP_REQUESTED), {})  # it never started
             else:
                 self._update(lambda s: s.progress(SecondaryStatus.DOWNLOADING))
                 staged = self._stage()
@@ -292,6 +315,8 @@ class Supervisor:
         finally:
             try:
                 self.hosts.end_all()
+                if self.port_lock is not None:  # the next job waiting for the port starts
+                    self.port_lock.release()
                 staging.release(self.store.home, self.job_dir, self.hosts.names)
                 if self.lease is not None:  # before the end shows: the next job may claim it
                     self.lease.release(self.internal_error or "")

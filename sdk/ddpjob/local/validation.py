@@ -36,7 +36,9 @@ def client_error(operation: str, message: str) -> InvalidRequestError:
 
 
 def check_shape(operation: str, params: dict[str, Any]) -> None:
-    """Validate `params` against the operation's input shape, as boto3 does before sending."""
+    """Validate `params` against the operation's input shape, as boto3 does before sending,
+    then against the model's bounds, patterns and enums, as SageMaker's server does (boto3
+    checks no maximum: an UpdateTrainingJob keep-alive of a day reaches the server)."""
     from botocore.validate import ParamValidator
 
     shape = service_model().operation_model(operation).input_shape
@@ -46,6 +48,10 @@ def check_shape(operation: str, params: dict[str, Any]) -> None:
         raise InvalidRequestError(
             f"Invalid {operation} request, nothing was sent: {' '.join(text.split())}",
             code="ParamValidationError", operation=operation, service_message=text)
+    if isinstance(params.get("TrainingJobName"), str):  # in the service's own words
+        check_job_name(operation, params["TrainingJobName"])
+    if problem := model_limits.first_violation(shape, params):
+        raise client_error(operation, problem)
 
 
 def check_job_name(operation: str, name: str) -> None:

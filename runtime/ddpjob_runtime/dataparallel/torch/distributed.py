@@ -28,8 +28,8 @@ from ddpjob_runtime.dataparallel.torch._work import Work
 
 __all__ = [
     "ReduceOp", "Work", "all_gather", "all_reduce", "all_to_all_single", "barrier",
-    "broadcast", "get_local_rank", "get_local_size", "get_rank", "get_world_size", "group",
-    "init_process_group", "is_available", "is_initialized",
+    "broadcast", "destroy_process_group", "get_local_rank", "get_local_size", "get_rank",
+    "get_world_size", "group", "init_process_group", "is_available", "is_initialized",
 ]
 
 logger = logging.getLogger(__name__)
@@ -204,6 +204,18 @@ def barrier(group: object = group.WORLD, async_op: bool = False) -> AsyncHandle 
     """Wait until every worker reached this call."""
     _require_initialized("barrier", group)
     return tdist.barrier(async_op=async_op)
+
+
+def destroy_process_group(group: object = group.WORLD) -> None:
+    """Leave the job's process group, as torch's tutorials end a script; a no-op when it is
+    not initialized. Every worker first waits for the others at a barrier: a rank that tears
+    its gloo connections down while a peer still uses them can abort the peer (SIGABRT,
+    "terminate called without an active exception")."""
+    _check_group(group)
+    if not is_initialized():
+        return
+    tdist.barrier()
+    tdist.destroy_process_group()
 
 
 def _require_initialized(what: str, group_: object = None) -> None:
