@@ -1,7 +1,7 @@
 """Recovery from a spot interruption against the same job's cold start, same run.
 
 Each repetition runs one local spot job (2 hosts x 1 worker) whose script, at the first
-training step of every attempt, writes a mark file (the time, and the step it resumed from) into
+training step of every attempt, writes a mark file (the time, and whether it resumed) into
 a folder of this benchmark. Three times are taken, interleaved job by job:
   1. cold start: `fit()` to the first training step of attempt 1 (nothing to restore)
   2. recovery: `session.interrupt(job)` (SIGTERM to every host, the job restarted on fresh
@@ -80,7 +80,7 @@ for step in range(start, 1_000_000):
     if step == start and dist.get_rank() == 0:
         mark = Path(args.marks, f"{os.getpid()}.json")
         tmp = mark.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"time": time.time(), "resumed_from": start if state else None}))
+        tmp.write_text(json.dumps({"time": time.time(), "resumed": state is not None}))
         tmp.rename(mark)  # whole or absent
         checkpoints.save({"weights": weights, "step": step}, step=step)
     time.sleep(0.05)
@@ -107,7 +107,7 @@ def mark_time(marks: Path, resumed: bool) -> float | None:
     """The time in the mark of attempt 1 (`resumed` False) or of a resumed attempt, if any."""
     for path in marks.glob("*.json"):
         found = json.loads(path.read_text())
-        if (found["resumed_from"] is not None) == resumed:
+        if found["resumed"] == resumed:
             return float(found["time"])
     return None
 
