@@ -42,6 +42,7 @@ def test_spot_rehearsal_notebook_resumes_after_two_interruptions_and_plots_them(
     assert "status: Completed" in history
     statuses = re.search(r"history: (.*)", history).group(1).split(" -> ")
     assert statuses.count("Interrupted") == 2 and statuses[-1] == "Completed", statuses
+    assert "attempts: 3" in history
     reached = [int(s) for s in re.findall(r"attempt \d: training from \S+ s, reached step (\d+)",
                                           history)]
     assert reached == [saved[0], saved[1], 249], history
