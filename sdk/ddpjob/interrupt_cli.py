@@ -4,9 +4,14 @@ job (docs/spot.md); the backend is imported only when the command runs."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ddpjob.config import Config
 from ddpjob.errors import UserInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.base_session import BaseSession
+    from ddpjob.local.session import LocalSession
 
 
 def add_parser(commands: argparse._SubParsersAction, config_help: str) -> None:
@@ -37,7 +42,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def rehearsing(session: object, items: object, spec: str) -> object:
+def rehearsing(session: BaseSession, items: object, spec: str) -> LocalSession:
     """The session that runs a job spec's `interruptions:` (a local one only)."""
     from ddpjob.local import interruptions
     from ddpjob.local.session import LocalSession

@@ -169,6 +169,21 @@ def test_scheduled_interruptions_fire_once_per_attempt(tmp_path: Path) -> None:
     assert 2.0 <= state.schedule[1]["at_s"] <= 4.0
 
 
+def test_a_stop_during_the_notice_ends_the_job_stopped(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    _start(session, tmp_path, "spot-stop", hosts=1, **{"hold-at": "0", "ignore-sigterm": "true"})
+    _ready(session, "spot-stop", 0)
+    session.interrupt("spot-stop")
+    wait_for(lambda: session.describe("spot-stop").secondary_status == "Interrupted",
+             JOB_TIMEOUT_S, "the job to be interrupted")
+    session.stop("spot-stop")
+    job = wait_until_ended(session, "spot-stop")
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Stopped", "Stopped")
+    assert [s for s, _ in _history(job)][-3:] == ["Interrupted", "Stopping", "Stopped"]
+    _assert_nothing_left(session, "spot-stop")
+
+
 def test_past_max_wait_an_interrupted_job_ends_max_wait_time_exceeded(
     session: LocalSession, tmp_path: Path
 ) -> None:
@@ -228,6 +243,8 @@ def test_bad_interrupts_are_one_error_before_anything_happens(
     _start(session, tmp_path, "on-demand", spot=False, hosts=1, **{"hold-at": "0"})
     with pytest.raises(UserInputError, match="needs a spot job"):
         session.interrupt("on-demand")
+    with pytest.raises(UserInputError, match="notice must be True or False, got 'no'"):
+        session.interrupt("on-demand", notice="no")  # type: ignore[arg-type]
     with pytest.raises(UserInputError, match="host 'algo-2' is not a host of this job"):
         session.interrupt("on-demand", host="algo-2", notice=False)
     session.stop("on-demand")

@@ -92,6 +92,7 @@ def test_a_job_spec_list_of_mappings_is_read_as_interruptions() -> None:
     items = interruptions.from_spec([{"within_s": [1, 2], "seed": 3}, {"after_s": 4,
                                      "notice": False}], "job spec x")
     assert items == [Interruption(within_s=(1, 2), seed=3), Interruption(after_s=4, notice=False)]
+    assert len({*items, Interruption(within_s=(1.0, 2.0), seed=3)}) == 2  # a list became a tuple
     with pytest.raises(UserInputError, match="job spec x: each interruption is a mapping"):
         interruptions.from_spec([{"after": 4}], "job spec x")
     with pytest.raises(UserInputError, match="must be a list of mappings"):
@@ -180,3 +181,19 @@ def test_a_lost_host_is_noted_without_leaving_the_status_and_a_stop_drops_an_int
     assert not state.interrupted(dict(RECLAIM), "too late", now=4.0)
     assert state.status is S.STOPPING
     assert S.INTERRUPTED.primary is TrainingJobStatus.IN_PROGRESS
+
+
+def test_the_official_sdks_time_lines_are_printed_for_all_hosts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ddpjob.training_job import print_times
+
+    spot = {"ResourceConfig": {"InstanceCount": 2}, "EnableManagedSpotTraining": True,
+            "TrainingTimeInSeconds": 40, "BillableTimeInSeconds": 12}
+    print_times(spot)
+    assert capsys.readouterr().out == ("Training seconds: 80\nBillable seconds: 24\n"
+                                       "Managed Spot Training savings: 70.0%\n")
+    print_times({**spot, "EnableManagedSpotTraining": False, "BillableTimeInSeconds": 40})
+    assert capsys.readouterr().out == "Training seconds: 80\nBillable seconds: 80\n"
+    print_times({"ResourceConfig": {"InstanceCount": 1}})  # never trained: nothing to say
+    assert capsys.readouterr().out == ""

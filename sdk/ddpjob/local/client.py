@@ -196,6 +196,8 @@ class LocalSageMakerClient:
     def interrupt(self, name: str, host: str | None = None, notice: bool = True) -> None:
         """Interrupt the running job `name` (not a SageMaker API; `LocalSession.interrupt`)."""
         what = f"interrupt {name}"
+        if not isinstance(notice, bool):
+            raise UserInputError(f"{what}: notice must be True or False, got {notice!r}")
         state = self._seen(self._known(name, "InterruptTrainingJob"))
         request = self.store.request(name)
         if state.is_terminal:

@@ -61,6 +61,7 @@ class Interruption:
             if not low < high:
                 raise UserInputError(f"Interruption: within_s must be a window (low < high), "
                                      f"got {window!r}")
+            object.__setattr__(self, "within_s", (low, high))  # a list given: hashable
         if self.seed is not None and (isinstance(self.seed, bool) or
                                       not isinstance(self.seed, int)):
             raise UserInputError(f"Interruption: seed must be an integer, got {self.seed!r}")
@@ -100,9 +101,7 @@ def from_spec(items: object, where: str) -> list[Interruption]:
         if not isinstance(item, Mapping) or not set(item) <= names:
             raise UserInputError(f"{where}: each interruption is a mapping of "
                                  f"{', '.join(sorted(names))}; got {item!r}")
-        window = item.get("within_s")
-        found.append(Interruption(**{**item, "within_s": tuple(window)}
-                                  if isinstance(window, list) else item))
+        found.append(Interruption(**item))
     return found
 
 

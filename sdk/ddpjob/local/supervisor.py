@@ -170,6 +170,8 @@ class Supervisor:
         if message is None:
             return False
         if self._update(lambda s: s.retry(message)).status is not SecondaryStatus.RESTARTING:
+            if self.cause is EndCause.INTERRUPTED:  # a stop asked for during the notice wins
+                self.cause = EndCause.STOP_REQUESTED
             return False
         log.warning("%s", message)
         self.hosts.end_all()

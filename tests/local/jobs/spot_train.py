@@ -4,12 +4,14 @@ checkpointing every step, nothing done on SIGTERM but dying (the platform syncs 
 A start whose first step is in `--hold-at` (comma-separated) trains `--hold-after` steps, then
 rank 0 writes `note-<first>` into the checkpoint folder (a file the platform must never lose)
 and `ready-<first>` into its output data folder, and every rank waits in collectives to be
-interrupted. `--model-mb` MB of random bytes go into the model folder (a slow final upload).
+interrupted; with `--ignore-sigterm true` the workers outlive the notice (SIGKILL ends them).
+`--model-mb` MB of random bytes go into the model folder (a slow final upload).
 Prints `rank R loaded L first F`, then, on rank 0 at the end, the notes it finds.
 """
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,7 +26,10 @@ parser.add_argument("--step-s", type=float, default=0.0)
 parser.add_argument("--hold-at", default="")
 parser.add_argument("--hold-after", type=int, default=2)
 parser.add_argument("--model-mb", type=int, default=0)
+parser.add_argument("--ignore-sigterm", default="false")
 args = parser.parse_args()
+if args.ignore_sigterm == "true":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 hold_at = {int(step) for step in args.hold_at.split(",") if step}
 dist.init_process_group("gloo")
 rank = dist.get_rank()
