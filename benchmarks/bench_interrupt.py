@@ -46,6 +46,7 @@ LINES = {
     "recovery:gone": "  interrupt() to the hosts gone (end of Interrupted)",
     "recovery:to_training": "  to Training (Restarting, Starting, Downloading)",
     "recovery:first_step": "  Training to the first resumed step",
+    "recovery:load": "    of which the script's checkpoints.load_latest()",
     "transfer": "the restore's transfer of the checkpoint (alone)",
 }
 SCRIPT = """\
@@ -69,7 +70,9 @@ def on_sigterm(signum, frame):
 
 signal.signal(signal.SIGTERM, on_sigterm)
 dist.init_process_group()
+loading = time.perf_counter()
 state = checkpoints.load_latest()
+loaded_s = time.perf_counter() - loading
 start = 0 if state is None else state["step"] + 1
 weights = torch.zeros(args.checkpoint_mb << 18) if state is None else state["weights"]
 for step in range(start, 1_000_000):
@@ -80,7 +83,8 @@ for step in range(start, 1_000_000):
     if step == start and dist.get_rank() == 0:
         mark = Path(args.marks, f"{os.getpid()}.json")
         tmp = mark.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"time": time.time(), "resumed": state is not None}))
+        tmp.write_text(json.dumps({"time": time.time(), "resumed": state is not None,
+                                   "load_s": loaded_s}))
         tmp.rename(mark)  # whole or absent
         checkpoints.save({"weights": weights, "step": step}, step=step)
     time.sleep(0.05)
@@ -103,19 +107,20 @@ def wait_for(session: LocalSession, job: str, what: str, probe: Callable[[], T |
     raise TimeoutError(f"no {what} of {job} in {timeout_s} s")
 
 
-def mark_time(marks: Path, resumed: bool) -> float | None:
-    """The time in the mark of attempt 1 (`resumed` False) or of a resumed attempt, if any."""
+def mark(marks: Path, resumed: bool) -> dict[str, float] | None:
+    """The mark of attempt 1 (`resumed` False) or of a resumed attempt, if there is one yet:
+    the time of its first step, the seconds its `load_latest()` took."""
     for path in marks.glob("*.json"):
         found = json.loads(path.read_text())
         if found["resumed"] == resumed:
-            return float(found["time"])
+            return found
     return None
 
 
 def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
             megabytes: int) -> dict[str, float]:
-    """One interrupted job, stopped after its resumed step: seconds of its cold start, of its
-    recovery, and from the interruption to the end of its `Interrupted` status (hosts gone)."""
+    """One interrupted job, stopped after its resumed step: the seconds of its cold start and
+    of its recovery, and of their parts (the keys of LINES but the transfer)."""
     estimator = PyTorch(
         entry_point="probe.py", source_dir=str(source), instance_count=2, instance_type="local",
         distribution={"torch_distributed": {"enabled": True}, "processes_per_host": 1},
@@ -129,12 +134,12 @@ def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
         estimator.fit(wait=False)
     job = estimator.latest_training_job.name
     try:
-        cold = wait_for(session, job, "the first step", lambda: mark_time(marks, False)) - started
+        first_step = wait_for(session, job, "the first step", lambda: mark(marks, False))
         # The first checkpoint complete under checkpoint_s3_uri: the restart restores it.
         wait_for(session, job, "a checkpoint", lambda: estimator.checkpoints() or None)
         interrupted = time.time()
         session.interrupt(job)
-        resumed = wait_for(session, job, "the resumed step", lambda: mark_time(marks, True))
+        resumed = wait_for(session, job, "the resumed step", lambda: mark(marks, True))
     except Exception:
         print((session.job_dir(job) / "supervisor.log").read_text(), file=sys.stderr)
         raise
@@ -147,10 +152,11 @@ def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
     gone = next(t["EndTime"] for t in transitions if t["Status"] == "Interrupted").timestamp()
     first, second = [t["StartTime"].timestamp() for t in transitions
                      if t["Status"] == "Training"][:2]
-    return {"cold": cold, "cold:to_training": first - started,
-            "cold:first_step": started + cold - first,
-            "recovery": resumed - interrupted, "recovery:gone": gone - interrupted,
-            "recovery:to_training": second - gone, "recovery:first_step": resumed - second}
+    return {"cold": first_step["time"] - started, "cold:to_training": first - started,
+            "cold:first_step": first_step["time"] - first,
+            "recovery": resumed["time"] - interrupted, "recovery:gone": gone - interrupted,
+            "recovery:to_training": second - gone, "recovery:first_step": resumed["time"] - second,
+            "recovery:load": resumed["load_s"]}
 
 
 def time_restore(checkpoint: str, folder: Path) -> float:
