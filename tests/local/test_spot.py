@@ -104,6 +104,9 @@ def test_an_interruption_during_training_resumes_from_the_checkpoint_and_complet
     assert "rank 0 notes ['note-0']" in text  # written before the notice, never lost
     assert "Spot interruption (interrupt)" in log_text(session, "spot-train", "algo-1")
     assert (checkpoints / "note-0").is_file()
+    # fresh hosts, the same template: it runs no job code, and a recovery need not pay its start
+    supervisor = (session.job_dir("spot-train") / "supervisor.log").read_text()
+    assert supervisor.count("started the job's template process") == 1, supervisor
     _assert_nothing_left(session, "spot-train")
 
 

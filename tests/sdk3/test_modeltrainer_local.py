@@ -201,27 +201,35 @@ def test_a_failing_script_fails_the_job_with_the_drivers_reason(
         assert_no_processes(session.home)
 
 
-def test_a_stop_ends_every_process_and_port_7777_serves_one_job(
+def test_a_stop_ends_every_process_and_the_next_job_waits_for_port_7777(
     sdk3_python: Path, data: str, tmp_path: Path
 ) -> None:
+    """The drivers' rendezvous port is fixed: a second job waits in Starting, naming the one
+    that holds it, and runs once that one is stopped."""
     sent = modeltrainer_request(sdk3_python, data, _source(tmp_path), steps=1000, sleep=0.5)
     with local_session_at(tmp_path / "home") as session:
         client = session.sagemaker_client
-        client.create_training_job(**_renamed(sent, "mt-long", "local"))
 
-        def training() -> bool:
-            job = client.describe_training_job(TrainingJobName="mt-long")
+        def described(name: str) -> dict:
+            return client.describe_training_job(TrainingJobName=name)
+
+        def training(name: str) -> bool:
+            job = described(name)
             assert job["TrainingJobStatus"] == "InProgress", job.get("FailureReason")
-            return "step 1 " in _logs(session, "mt-long")
+            return "step 1 " in _logs(session, name)
 
-        wait_for(training, TIMEOUT_S, "training")
-        job, _ = run_job(session, _renamed(sent, "mt-other", "local"))
-        assert job["TrainingJobStatus"] == "Failed"
-        assert "port 7777" in job["FailureReason"] and "one such job runs at a time" in \
-            job["FailureReason"], job["FailureReason"]
-        client.stop_training_job(TrainingJobName="mt-long")
-        wait_for(lambda: client.describe_training_job(TrainingJobName="mt-long")[
-            "TrainingJobStatus"] == "Stopped", TIMEOUT_S, "the stop")
+        client.create_training_job(**_renamed(sent, "mt-long", "local"))
+        wait_for(lambda: training("mt-long"), TIMEOUT_S, "training")
+        client.create_training_job(**_renamed(sent, "mt-other", "local"))
+        wait_for(lambda: described("mt-other")["SecondaryStatusTransitions"][-1][
+            "StatusMessage"].endswith("waiting for port 7777, held by job mt-long"),
+            TIMEOUT_S, "the second job to wait for the port")
+        assert described("mt-other")["SecondaryStatus"] == "Starting"
+        for name in ("mt-long", "mt-other"):  # the second starts once the first is stopped
+            wait_for(lambda name=name: training(name), TIMEOUT_S, f"{name} training")
+            client.stop_training_job(TrainingJobName=name)
+            wait_for(lambda name=name: described(name)["TrainingJobStatus"] == "Stopped",
+                     TIMEOUT_S, f"the stop of {name}")
         assert_no_processes(session.home)
 
 

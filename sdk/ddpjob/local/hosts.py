@@ -235,16 +235,21 @@ class Hosts:
             proctree.signal_all(proctree.descendants(os.getpid()), signal.SIGKILL)
             self.kill_at = None
 
-    def end_all(self) -> None:
-        """Wait for the hosts (SIGKILL after the grace), then end any process left below us."""
+    def end_all(self, restarting: bool = False) -> None:
+        """Wait for the hosts (SIGKILL after the grace), then end any process left below us;
+        `restarting`: but the job's own template, which the next attempt's hosts fork from
+        (it runs no job code: a fresh host needs no fresh template, and a recovery is faster)."""
         for proc in self.procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=STOP_GRACE_S)
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        self.template.stop()
-        proctree.end_descendants(grace_s=2.0)
+        kept = self.template.running_pid() if restarting and isinstance(
+            self.template, Template) else None
+        if kept is None:
+            self.template.stop()
+        proctree.end_descendants(grace_s=2.0, keep={kept} if kept else set())
         for host in self.names:  # what a killed host could not remove itself
             shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool

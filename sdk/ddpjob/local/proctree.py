@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Set
 from pathlib import Path
 
 
@@ -73,23 +74,28 @@ def reap_children() -> None:
                 os.waitpid(pid, os.WNOHANG)
 
 
-def end_descendants(grace_s: float, poll_s: float = 0.05) -> None:
-    """SIGTERM every process below us, SIGKILL what is left after `grace_s`, reap them.
+def end_descendants(grace_s: float, poll_s: float = 0.05, keep: Set[int] = frozenset()) -> None:
+    """SIGTERM every process below us but those of `keep` (their own descendants are not
+    kept), SIGKILL what is left after `grace_s`, reap them.
 
     Call it once the children you started with `Popen` have been waited for.
     """
     me = os.getpid()
-    signal_all([p for p in descendants(me) if is_alive(p)], signal.SIGTERM)
+
+    def left() -> list[int]:
+        return [p for p in descendants(me) if p not in keep and is_alive(p)]
+
+    signal_all(left(), signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         reap_children()
-        pids = [p for p in descendants(me) if is_alive(p)]
+        pids = left()
         if not pids:
             return
         time.sleep(poll_s)
     # SIGKILL repeatedly: a dying parent can hand us new orphans meanwhile.
     for _ in range(50):
-        pids = [p for p in descendants(me) if is_alive(p)]
+        pids = left()
         if not pids:
             break
         signal_all(pids, signal.SIGKILL)

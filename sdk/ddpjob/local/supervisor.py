@@ -177,7 +177,7 @@ class Supervisor:
                 self.cause = EndCause.STOP_REQUESTED
             return False
         log.warning("%s", message)
-        self.hosts.end_all()
+        self.hosts.end_all(restarting=True)
         self.hosts.forget()
         self.cause = self.failed_host = self.hung = None
         if not hostkind.runs_image_program(self.request):  # such a host restores its own

@@ -69,7 +69,10 @@ class Template:
 
     def start(self) -> str:
         """Start the template (its command line names `folder`, and so do those of the
-        processes forked from it); returns the name its clients connect to (`DDPJOB_ZYGOTE`)."""
+        processes forked from it); returns the name its clients connect to (`DDPJOB_ZYGOTE`).
+        A template still running from the job's last attempt is kept: it runs no job code."""
+        if self.running_pid() is not None:
+            return self.name
         self.name = f"@ddpjob-zygote-{os.getpid()}-{secrets.token_hex(8)}"
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as listener:
             listener.bind("\0" + self.name[1:])
@@ -85,6 +88,10 @@ class Template:
                 )  # fmt: skip
         log.info("started the job's template process (pid %d)", self.proc.pid)
         return self.name
+
+    def running_pid(self) -> int | None:
+        """The template's pid while it runs."""
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
 
     def command(self, module: str) -> list[str]:
         """`python -m module`, forked from this template by a `forkrun` client."""
