@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any, TypeVar
 
 from ddpjob.errors import UserInputError
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, TrainingJobStatus
 from ddpjob.training_job import (
     JobControl,
     TrainingJob,
@@ -44,9 +44,9 @@ def shows_training_logs(log_type: bool | str) -> bool:
 def checked_end(job: JobDescription) -> dict[str, Any]:
     """The DescribeTrainingJob response of an ended job; JobFailedError when it Failed, a
     warning when Stopped."""
-    if job.status == "Failed":
+    if job.status is TrainingJobStatus.FAILED:
         raise job_failure(job)  # type: ignore[misc] - a Failed job always has one
-    if job.status == "Stopped":
+    if job.status is TrainingJobStatus.STOPPED:
         logger.warning("Job %s ended with status 'Stopped' rather than 'Completed': it may have "
                        "timed out or been stopped early", job.name)
     return dict(job.raw)

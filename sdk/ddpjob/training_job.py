@@ -8,7 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from ddpjob.errors import DdpjobError, JobFailedError
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, TrainingJobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ def _say(message: str) -> None:
 
 def job_failure(job: JobDescription) -> JobFailedError | None:
     """The JobFailedError of a job that ended Failed or Stopped, else None."""
-    if not job.is_terminal or job.status == "Completed":
+    if not job.is_terminal or job.status is TrainingJobStatus.COMPLETED:
         return None
     reason = (job.failure_reason or job.secondary_status).strip()
     return JobFailedError(job.name, job.status, reason or job.status)
