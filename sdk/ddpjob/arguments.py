@@ -156,8 +156,8 @@ def _distribution(description: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _instance_type(value: Any) -> str:
     if backends.for_instance_type(value) is None:
-        raise UserInputError(f"instance_type {value!r} is not allowed: use 'local' (CPU), "
-                             f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
+        raise UserInputError(f"instance_type {value!r} is not allowed: use "
+                             f"{backends.INSTANCE_TYPES_ALLOWED}")
     return value
 
 

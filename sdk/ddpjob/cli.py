@@ -118,7 +118,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--entry-point", help="the training script (relative to --source-dir)")
     run.add_argument("--source-dir", help="folder packed and shipped with the script")
     run.add_argument("--instance-count", type=_int_at_least(1), help="hosts (default 1)")
-    run.add_argument("--instance-type", help="'local', 'local_gpu' or e.g. 'ml.g5.12xlarge'")
+    run.add_argument("--instance-type", help=backends.INSTANCE_TYPES_ALLOWED)
     run.add_argument("--distribution", type=_json_object,
                      help='JSON, e.g. \'{"torch_distributed": {"enabled": true}}\'')
     run.add_argument("--processes-per-host", type=_int_at_least(1),
