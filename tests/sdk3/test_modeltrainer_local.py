@@ -168,7 +168,7 @@ def test_computes_keep_alive_reaches_the_request_and_the_local_client_takes_it(
 ) -> None:
     sent = modeltrainer_request(sdk3_python, data, _source(tmp_path), keep_alive=120)
     assert sent["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 120
-    checked = LocalSession(tmp_path / "home").sagemaker_client.checked_request(
+    checked = LocalSession(tmp_path / "home").sagemaker_client.control.checked_request(
         _renamed(sent, "mt-warm", "local"), machine=False)
     assert checked["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 120
 
