@@ -9,10 +9,13 @@ where it lists the type). `local` and CPU types see no GPU at all.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 
 from ddpjob import image_uris, official_sdk
+
+log = logging.getLogger(__name__)
 
 
 def visible_gpus() -> list[str]:
@@ -63,6 +66,10 @@ def host_shares(instance_type: str, hosts: int) -> list[list[str]]:
     `visible_gpus()`, on an `ml.*` type at most `per_instance` of it."""
     if not uses_gpus(instance_type):
         return [[] for _ in range(hosts)]
-    shares = split(visible_gpus(), hosts)
+    visible = visible_gpus()
+    shares = split(visible, hosts)
     most = per_instance(instance_type)
+    if most and len(shares[0]) < most:
+        log.warning("%s has %d GPUs on SageMaker; here each of %d hosts gets %d of this "
+                    "machine's %d", instance_type, most, hosts, len(shares[0]), len(visible))
     return [share[:most] for share in shares] if most else shares
