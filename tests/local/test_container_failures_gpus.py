@@ -44,10 +44,13 @@ else
   echo "machine nvidia-smi $*"
 fi
 """
-# What each host prints: its GPUs, and their count as ModelTrainer's environment.py takes it for
-# SM_NUM_GPUS (the lines of `nvidia-smi --list-gpus` that start with "GPU ").
+# What each host prints: its GPUs, their count as ModelTrainer's environment.py takes it for
+# SM_NUM_GPUS (the lines of `nvidia-smi --list-gpus` that start with "GPU ") and the instance
+# type it takes for SM_CURRENT_INSTANCE_TYPE.
 SHOW_GPUS = ('echo "visible=[$CUDA_VISIBLE_DEVICES] '
-             'counted=[$(nvidia-smi --list-gpus | grep -c "^GPU ")]"')
+             'counted=[$(nvidia-smi --list-gpus | grep -c "^GPU ")]"; '
+             'python -c "import json; print(json.load(open(\'/opt/ml/input/config/'
+             'resourceconfig.json\'))[\'current_instance_type\'])"')
 
 
 def _command_request(session: LocalSession, name: str, command: list[str], hosts: int,
@@ -195,7 +198,7 @@ def test_hosts_of_a_gpu_type_get_their_share_of_the_gpus(
     logs = [log_text(session, name, host) for host in ("algo-1", "algo-2")]
     assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"), logs)
     for log, gpus in zip(logs, expected, strict=True):
-        assert f"visible=[{gpus}] counted=[{len(gpus.split(','))}]" in log, log
+        assert f"visible=[{gpus}] counted=[{len(gpus.split(','))}]\n{instance_type}\n" in log, log
     assert_no_processes(session.home)
 
 
