@@ -219,5 +219,5 @@ def test_a_gpu_type_without_a_gpu_per_host_is_refused_before_the_job_exists(
     assert "\n" not in message and not session.job_dir("no-gpus").exists()
     # A CPU type asks nothing of the GPUs.
     request["ResourceConfig"]["InstanceType"] = "ml.m5.xlarge"
-    assert session.sagemaker_client.checked_request(request)["ResourceConfig"]["InstanceCount"] \
-        == 2
+    checked = session.sagemaker_client.control.checked_request(request)
+    assert checked["ResourceConfig"]["InstanceCount"] == 2
