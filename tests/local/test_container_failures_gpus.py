@@ -103,7 +103,22 @@ RuntimeError: no data
 """
 
 
+# torchrun's own traceback after a worker's, the report naming no rank's exception line.
+TORCHRUN_LOG = """Traceback (most recent call last):
+  File "/opt/ml/code/train.py", line 9, in <module>
+    main()
+KeyError: 'labels'
+Traceback (most recent call last):
+  File "/usr/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+"""
+
+
 def test_the_cause_is_the_scripts_exception_not_the_launchers_report() -> None:
+    assert failure_cause.python_exception(TORCHRUN_LOG)[0] == "KeyError: 'labels'"
     exception, traceback = failure_cause.python_exception(DRIVER_LOG)
     assert exception == "ValueError: bad lr 7"
     assert traceback.startswith("Traceback (most recent call last):\nFile \"/opt/ml/input/data/"

@@ -31,11 +31,9 @@ _RANK_EXCEPTION = r"^\[rank{rank}\]: " + _EXCEPTION + "$"
 _LOG_EXCEPTION = re.compile(r"^" + _EXCEPTION + "$", re.M)
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 # How a launcher reports a child that failed; the child's own exception, printed before, is the
-# cause (ModelTrainer's drivers run the script with `subprocess`, torchrun its workers, the DLC's
-# toolkit the user's script).
+# cause (ModelTrainer's drivers run the script with `subprocess`, torchrun its workers).
 _LAUNCHER_REPORTS = ("subprocess.CalledProcessError",
-                     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
-                     "sagemaker_training.errors.ExecuteUserScriptError", "ExecuteUserScriptError")
+                     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
 
 
 @dataclass(frozen=True)
