@@ -38,7 +38,6 @@ from ddpjob_runtime.mirrors import JobMirrors
 
 log = logging.getLogger("ddpjob_runtime")
 
-_TRACEBACK_LINES = 40
 # The host's TMPDIR (torchrun's and the workers'), inside its root so that even a killed host
 # leaves nothing in /tmp; removed at the end (by the platform if the host was killed).
 TMP_DIR = "tmp"
@@ -165,7 +164,7 @@ def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: P
         when, rank, code, why = first.time, first.rank, first.exit_code, first.exception
         restarted = failure.restarts(tmp_dir / RECORDS)  # before the traceback: it is cut
         details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
-        details += "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
+        details += "\n".join(first.traceback.strip().splitlines()[-failure.TRACEBACK_LINES:])
     elif result.stopped_by is not None:
         code = 128 + result.stopped_by
         why = f"stopped by {signal.Signals(result.stopped_by).name}"

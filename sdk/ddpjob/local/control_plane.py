@@ -84,7 +84,7 @@ class LocalControlPlane:
 
         def check(candidate: dict[str, Any]) -> None:
             kind = (candidate.get("ResourceConfig") or {}).get("InstanceType")
-            visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
+            visible = len(gpus.visible_gpus()) if gpus.uses_gpus(kind or "") and machine else None
             validation.check_create(candidate, visible)
             if problem := container_host.drivers_problem(candidate, self.bucket_root):
                 raise validation.client_error("CreateTrainingJob", problem)

@@ -156,10 +156,7 @@ class Hosts:
         """Render each host's root (with what `staging` staged for it) and start its runtime;
         returns host -> pid."""
         command, port = train_command(), free_port()
-        if self.request["ResourceConfig"]["InstanceType"] == "local_gpu":
-            slices = gpus.split(gpus.visible_gpus(), len(self.names))
-        else:
-            slices = [[] for _ in self.names]
+        slices = gpus.host_shares(self.request["ResourceConfig"]["InstanceType"], len(self.names))
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
         self._check_isolation()
         own = self.isolation is None
