@@ -41,11 +41,19 @@ HOSTS_FILE = "etc-hosts"  # under the job folder: every host's /etc/hosts
 BOOTSTRAP_MODULE = "ddpjob_runtime.bootstrap"  # what `ddpjob-train` runs
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now (the rendezvous port)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def reserve_port() -> socket.socket:
+    """The rendezvous port, held until the job's hosts end: a socket bound to a free port of
+    the first host's address with SO_REUSEADDR that never listens.
+
+    A port merely found free can be taken before the first host's store binds it (another
+    job's store, any connection's local port), which fails the job. Held so, Linux gives it to
+    no ephemeral bind or connection and refuses it to a bind without SO_REUSEADDR, while the
+    store (SO_REUSEADDR) still binds and listens on it (`tests/local/test_port_race.py`).
+    """
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((hostroot.LOOPBACK, 0))
+    return sock
 
 
 def train_command() -> list[str]:
@@ -84,6 +92,7 @@ class Hosts:
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
+        self.rendezvous: socket.socket | None = None  # holds the port: see `reserve_port`
         # the job's own template, or the warm pool's it holds (`poolkeeper.Lease`)
         self.template = template or Template(job_dir, job_dir / "logs" / "template.log",
                                              templates.hash_seed(request))
@@ -155,7 +164,9 @@ class Hosts:
     def start(self, staged: dict[str, dict[str, Any]] | None = None) -> dict[str, int]:
         """Render each host's root (with what `staging` staged for it) and start its runtime;
         returns host -> pid."""
-        command, port = train_command(), free_port()
+        command = train_command()
+        self.rendezvous = reserve_port()
+        port = self.rendezvous.getsockname()[1]
         slices = gpus.host_shares(self.request["ResourceConfig"]["InstanceType"], len(self.names))
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
         self._check_isolation()
@@ -247,6 +258,9 @@ class Hosts:
         if kept is None:
             self.template.stop()
         proctree.end_descendants(grace_s=2.0, keep={kept} if kept else set())
+        if self.rendezvous is not None:  # its store is gone; a restart reserves a fresh port
+            self.rendezvous.close()
+            self.rendezvous = None
         for host in self.names:  # what a killed host could not remove itself
             shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool
