@@ -189,8 +189,8 @@ def test_logs_prefix_every_line_with_its_host(finished: Finished) -> None:
         logs = cli("logs", "cli-e2e", *extra, env=finished.env)
         assert logs.returncode == 0, logs.stderr
         lines = logs.stdout.splitlines()
-        assert lines and all(line.startswith("[algo-1] ") for line in lines)
-        assert "[algo-1] rank 0 of 1 done, tag=from-flag" in lines
+        assert lines and all(line.startswith(("[algo-1] ", "[algo-1 rank 0] ")) for line in lines)
+        assert "[algo-1 rank 0] rank 0 of 1 done, tag=from-flag" in lines  # the worker's line
 
 
 def test_logs_into_a_closed_pipe_end_quietly(finished: Finished) -> None:

@@ -104,12 +104,13 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
             "PYTHONUNBUFFERED": "1",
         }
     )
-    # torchrun sets 1 for several workers per host unless the user set it, and says so in a
-    # 4-line banner on every host of every job: set it as torchrun would, without the banner.
     hps = env.hyperparameters
-    if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN and \
-            launcher.processes_per_host(hps, gpus) > 1:
-        variables.setdefault("OMP_NUM_THREADS", "1")
+    if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN:
+        variables.update(launcher.torchrun_environment())
+        # torchrun sets 1 for several workers per host unless the user set it, and says so in
+        # a 4-line banner on every host of every job: set it as torchrun would, without it.
+        if launcher.processes_per_host(hps, gpus) > 1:
+            variables.setdefault("OMP_NUM_THREADS", "1")
     if env.platform.status_file:
         variables[phases.STATUS_FILE_ENV] = env.platform.status_file
     if env.platform.checkpoint_s3_uri:
@@ -220,6 +221,7 @@ def _train(env: TrainingEnvironment, tmp_dir: Path, mirrors: JobMirrors) -> int:
         variables["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(site), variables.get("PYTHONPATH")) if p)
     phases.write_phase(status_file, "Training")
+    log.info("%s", launcher.summary(env.hyperparameters, gpus, len(env.hosts), env.current_host))
     with mirrors.running():
         result = launcher.run(command, variables, cwd=str(env.code_dir))
     return _outcome(env, result, tmp_dir)

@@ -74,6 +74,13 @@ ENV_S3_MULTIPART_THRESHOLD = "DDPJOB_S3_MULTIPART_THRESHOLD"
 ENV_S3_MULTIPART_CHUNKSIZE = "DDPJOB_S3_MULTIPART_CHUNKSIZE"
 ENV_S3_MAX_CONCURRENCY = "DDPJOB_S3_MAX_CONCURRENCY"
 
+# ---------------------------------------------------------------- the job's log
+# A torchrun worker's every line reaches its host's log as `[rank <global rank>] <line>`
+# (torchrun's `--tee` with this prefix template); clients show it as `[algo-1 rank 0] <line>`.
+ENV_LOG_LINE_PREFIX = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
+RANK_LINE_PREFIX = "[rank ${rank}] "
+RANK_LINE_REGEX = r"\[rank (\d+)\] "  # at the start of a line; its group is the rank
+
 # ---------------------------------------------------------------- host phases, in order
 HOST_PHASES = ("Starting", "Downloading", "Training", "Uploading", "Done")
 REPORTED_PHASES = HOST_PHASES[1:4]  # the ones the runtime writes to its status file

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ddpjob import backends, interrupt_cli, pools_cli
+from ddpjob import backends, interrupt_cli, log_lines, pools_cli
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
 from ddpjob.errors import (
     ControlPlaneError,
@@ -291,7 +291,7 @@ def _jobs(args: argparse.Namespace, config: Config) -> int:
 def _logs(args: argparse.Namespace, config: Config) -> int:
     session = _session(args, config)
     for host, line in session.logs(args.name, follow=args.follow):
-        print(f"[{host}] {line}", flush=True)
+        print(log_lines.shown(host, line), flush=True)
     if args.follow:
         from ddpjob.training_job import job_failure
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from ddpjob import log_lines
 from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription, TrainingJobStatus
 from ddpjob.training_job import (
@@ -99,7 +100,7 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
     deadline = None if timeout is None else time.monotonic() + timeout
     if show:
         for host, line in _until(session.logs(job_name, follow=wait), deadline):
-            print(f"[{host}] {line}", flush=True)
+            print(log_lines.shown(host, line), flush=True)
     if not wait:
         return dict(session.describe(job_name).raw)
     ended = checked_end(TrainingJob(session, job_name, poll_seconds=poll).until_ended(deadline))

@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
+from ddpjob import log_lines
 from ddpjob.errors import DdpjobError, JobFailedError
 from ddpjob.job_status import JobDescription, TrainingJobStatus
 
@@ -81,7 +82,7 @@ class TrainingJob:
         if logs:
             last_poll = time.monotonic()
             for host, line in self.session.logs(self.name, follow=True):
-                print(f"[{host}] {line}", flush=True)
+                print(log_lines.shown(host, line), flush=True)
                 if time.monotonic() - last_poll >= self.poll_seconds:
                     self._report(self.session.describe(self.name))
                     last_poll = time.monotonic()
@@ -111,7 +112,7 @@ class TrainingJob:
     def logs(self) -> None:
         """Print every log line of the job so far, each prefixed with its host."""
         for host, line in self.session.logs(self.name, follow=False):
-            print(f"[{host}] {line}", flush=True)
+            print(log_lines.shown(host, line), flush=True)
 
     def stop(self) -> None:
         """Ask the control plane to stop the job (it ends Stopped)."""

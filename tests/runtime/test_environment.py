@@ -245,6 +245,7 @@ def test_torchrun_command() -> None:
         "--master_addr=10.0.0.1",
         "--master_port=7777",
         "--max_restarts=0",
+        "--tee=3",
         "-m",
         "ddpjob_runtime.worker",
         "train.py",
