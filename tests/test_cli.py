@@ -156,7 +156,7 @@ def test_run_waits_for_the_job_and_prints_its_logs(finished: Finished) -> None:
     assert run.stderr == ""
     lines = run.stdout.splitlines()
     assert lines[0] == "Started training job cli-e2e"
-    assert "[algo-1] rank 0 of 1 done, tag=from-flag" in lines  # --hp won over the spec
+    assert "[algo-1 rank 0] rank 0 of 1 done, tag=from-flag" in lines  # --hp won over the spec
     model = f"{(finished.home / 'output').as_uri()}/cli-e2e/output/model.tar.gz"
     assert lines[-1] == f"cli-e2e: Completed; model: {model}"
     assert (finished.home / "jobs" / "cli-e2e").is_dir()  # home: relative to the config file
