@@ -22,7 +22,7 @@ SUPERVISORS = Path(__file__).parent / "supervisors"
 # kernel would hand out automatically is asked for, so the reserved one is seen never given.
 _KERNEL_PROBE = textwrap.dedent("""
     import json, socket, subprocess
-    from ddpjob.local.hosts import free_port
+    from ddpjob.local.hosts import reserve_port
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     with open("/proc/sys/net/ipv4/ip_local_port_range", "w") as f:
         f.write("40000 40003")
