@@ -22,8 +22,10 @@ hang there). With a seed fixed by the job every interpreter has it, forked or no
 pool's template hands such a request to a spare interpreter (`ddpjob_runtime.spares`).
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
-and exits. Children share the template's imported modules (that is the point), its hash seed
-and OpenBLAS's single thread; everything else is the client's.
+and exits. It is the subreaper of every process forked from it (`ddpjob_runtime.orphans`):
+what those leave behind, however detached, stays below it until the job's end ends it.
+Children share the template's imported modules (that is the point), its hash seed and
+OpenBLAS's single thread; everything else is the client's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import weakref
 from dataclasses import dataclass
 
 from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime.orphans import Orphans
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
@@ -141,34 +144,7 @@ class Template:
         self.startup = startup_environment(os.environ)  # before `preload` changes it
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
-        self.orphans: socket.socket | None = None  # woken by SIGCHLD (`adopt_orphans`)
-
-    def adopt_orphans(self) -> None:
-        """Be the subreaper of every process forked from here: what a job's process leaves
-        behind (a background child, a new session, a double-forked daemon) is reparented here,
-        not to init, where whoever ends the job finds it below the template; reap those."""
-        processes.become_subreaper()
-        self.orphans, wakeup = socket.socketpair()
-        for sock in (self.orphans, wakeup):
-            sock.setblocking(False)
-        signal.set_wakeup_fd(wakeup.detach(), warn_on_full_buffer=False)
-        signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup byte is all it needs
-        self.selector.register(self.orphans, selectors.EVENT_READ, None)
-
-    def _reap_orphans(self) -> None:
-        """Reap the exited children that are neither forked for a client nor spares (those
-        are reaped where they are tracked); stops at the first tracked one, whose own event
-        comes next, after which this runs again."""
-        tracked = set(self.children) | (self.spares.pids() if self.spares else set())
-        while True:
-            try:
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return
-            if info is None or info.si_pid in tracked:
-                return
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(info.si_pid, 0)
+        self.orphans: Orphans | None = None  # a template's (`main`), not a spare's
 
     def serve(self) -> Request:
         """Serve until SIGTERM (then exit); returns only in a forked child, its request."""
@@ -177,13 +153,13 @@ class Template:
             for key, _ in self.selector.select():
                 if key.fileobj is self.listener:
                     self._accept()
-                elif key.fileobj is self.orphans:
-                    with contextlib.suppress(OSError):
-                        self.orphans.recv(4096)  # the SIGCHLD bytes
+                elif self.orphans is not None and key.fileobj is self.orphans.sock:
+                    self.orphans.drain()
                 elif (request := self._dispatch(key)) is not None:
                     return request
-            if self.orphans is not None:
-                self._reap_orphans()
+            if self.orphans is not None:  # those the template tracks it reaps itself
+                self.orphans.reap(set(self.children) | (self.spares.pids() if self.spares
+                                                        else set()))
 
     def serve_spare(self) -> Request:
         """As a spare (`listener`: its channel to the template): fork the one worker handed
@@ -272,8 +248,7 @@ class Template:
 
     def _child(self, conn: socket.socket, request: Request, fds: list[int],
                peer: int) -> Request:
-        signal.set_wakeup_fd(-1)  # before the fds are closed: no signal writes to a reused fd
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        Orphans.forget()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         processes.die_with_parent(signal.SIGKILL)  # no child outlives the template
@@ -287,7 +262,7 @@ class Template:
         conn.send(f"R{os.getpid()}".encode())
         request.env[contract.ENV_LAUNCHER] = str(launcher)
         for sock in [conn, self.listener, *(c for c, _ in self.children.values()),
-                     *([self.orphans] if self.orphans else [])]:
+                     *([self.orphans.sock] if self.orphans else [])]:
             sock.close()
         self.selector.close()
         for fd in (int(name) for name in os.listdir("/proc/self/fd")):
@@ -352,7 +327,8 @@ def main(argv: list[str]) -> None:
     if argv[2:] == [contract.ZYGOTE_SPARES_FLAG]:  # its environment before `preload`'s
         template.spares = Spares(argv[1], dict(os.environ), template.selector)
     if not spare:
-        template.adopt_orphans()
+        template.orphans = Orphans()
+        template.selector.register(template.orphans.sock, selectors.EVENT_READ, None)
     signal.signal(signal.SIGTERM, template.stop)
     pythonpath = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
     base_path = [p for p in sys.path[1:] if p not in pythonpath]
