@@ -1,7 +1,8 @@
 """What a job on a warm pool starts ends with the job, as without a pool: real jobs whose rank
 starts a plain background child, one in a new session that ignores SIGTERM and a double-forked
-daemon (`leave_processes.py`); once the job ended (completed or failed) all three are gone,
-while the pool's template and spares stay and the next job on the pool runs."""
+daemon (`leave_processes.py`, or the same in a container command); once the job ended
+(completed or failed) all three are gone, while the pool's template and spares stay and the
+next job on the pool runs."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from ddpjob.local import pools, proctree
+from ddpjob.local import pools, proctree, sandbox
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import assert_no_processes, log_text, wait_for
@@ -63,4 +64,55 @@ def test_what_a_job_on_a_pool_starts_ends_with_it_and_the_pool_runs_the_next_job
     assert _pool_record(session, "after").template_pid == template  # the same template ran
     assert preload == "0" or proctree.is_alive(template)  # all three jobs, and stays
     session.stop_warm_pool(pool["Name"])
+    assert_no_processes(session.home)
+
+
+# A container command's script that leaves the same three behind; `$1`: its exit code.
+LEAVE_IN_BASH = """
+exec </dev/null
+sleep 600 >/dev/null 2>&1 & plain=$!
+setsid sh -c "trap '' TERM; exec sleep 600" >/dev/null 2>&1 & detached=$!
+pid=/opt/ml/output/data/daemon.pid
+(setsid sh -c "echo \\$\\$ > $pid.tmp; mv $pid.tmp $pid; exec sleep 600" >/dev/null 2>&1 &)
+while [ ! -s $pid ]; do sleep 0.05; done
+echo "left behind: {\\"plain\\": $plain, \\"setsid\\": $detached, \\"daemon\\": $(cat $pid)}"
+exit $1
+"""
+
+
+def _container_request(session: LocalSession, name: str, code: int) -> dict:
+    """A container command running `LEAVE_IN_BASH` from the channel `leave` (an argument
+    holds at most 256 characters)."""
+    folder = session.sagemaker_client.bucket_root / "leave"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "leave.sh").write_text(LEAVE_IN_BASH)
+    return {
+        "TrainingJobName": name, "RoleArn": session.resolve_role(None),
+        "AlgorithmSpecification": {
+            "TrainingImage": "ddpjob:local", "TrainingInputMode": "File",
+            "ContainerEntrypoint": ["/bin/bash"],
+            "ContainerArguments": ["/opt/ml/input/data/leave/leave.sh", str(code)]},
+        "InputDataConfig": [{"ChannelName": "leave", "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3Uri": "s3://sagemaker-local/leave",
+            "S3DataDistributionType": "FullyReplicated"}}}],
+        "OutputDataConfig": {"S3OutputPath": session.default_output_path()},
+        "ResourceConfig": {"InstanceType": "local", "InstanceCount": 1, "VolumeSizeInGB": 1,
+                           "KeepAlivePeriodInSeconds": 60},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 600},
+    }
+
+
+@pytest.mark.skipif(sandbox.available() is not None,
+                    reason=f"a container command needs its own namespace: {sandbox.available()}")
+def test_what_a_container_command_on_a_pool_starts_ends_with_it(
+    session: LocalSession
+) -> None:
+    """A pool of jobs that run their own program (no template): their hosts are below the
+    job's supervisor, which ends what they leave behind."""
+    for name, code, status in (("cmd-completes", 0, "Completed"), ("cmd-fails", 3, "Failed")):
+        _run(session, _container_request(session, name, code), status=status)
+        _assert_ended_with_the_job(session, name)
+        assert _warm(session, name)["Status"] == "Available"
+    assert _pool_of(session, "cmd-fails")["Jobs"] == ["cmd-completes", "cmd-fails"]
+    session.stop_warm_pool(_pool_of(session, "cmd-fails")["Name"])
     assert_no_processes(session.home)
