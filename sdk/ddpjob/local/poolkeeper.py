@@ -242,4 +242,3 @@ class Lease:
 
 if __name__ == "__main__":
     main()
-
