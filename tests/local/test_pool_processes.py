@@ -67,6 +67,20 @@ def test_what_a_job_on_a_pool_starts_ends_with_it_and_the_pool_runs_the_next_job
     assert_no_processes(session.home)
 
 
+def test_without_a_pool_what_a_job_starts_ends_with_it_too(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    """The job's own template is a subreaper as well: what it adopted goes to the supervisor
+    when the template ends, which ends it."""
+    _run(session, _request(session, tmp_path, "plain", "leave_processes.py", keep_alive=None))
+    _assert_ended_with_the_job(session, "plain")
+    _run(session, _request(session, tmp_path, "plain-fails", "leave_processes.py",
+                           keep_alive=None, hyperparameters={"fail": "1"}), status="Failed")
+    _assert_ended_with_the_job(session, "plain-fails")
+    assert not session.warm_pools()
+    assert_no_processes(session.home)
+
+
 # A container command's script that leaves the same three behind; `$1`: its exit code.
 LEAVE_IN_BASH = """
 exec </dev/null
