@@ -22,8 +22,10 @@ hang there). With a seed fixed by the job every interpreter has it, forked or no
 pool's template hands such a request to a spare interpreter (`ddpjob_runtime.spares`).
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
-and exits. Children share the template's imported modules (that is the point), its hash seed
-and OpenBLAS's single thread; everything else is the client's.
+and exits. It is the subreaper of every process forked from it (`ddpjob_runtime.orphans`):
+what those leave behind, however detached, stays below it until the job's end ends it.
+Children share the template's imported modules (that is the point), its hash seed and
+OpenBLAS's single thread; everything else is the client's.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import weakref
 from dataclasses import dataclass
 
 from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime.orphans import Orphans
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
@@ -141,6 +144,7 @@ class Template:
         self.startup = startup_environment(os.environ)  # before `preload` changes it
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
+        self.orphans: Orphans | None = None  # a template's (`main`), not a spare's
 
     def serve(self) -> Request:
         """Serve until SIGTERM (then exit); returns only in a forked child, its request."""
@@ -149,8 +153,13 @@ class Template:
             for key, _ in self.selector.select():
                 if key.fileobj is self.listener:
                     self._accept()
+                elif self.orphans is not None and key.fileobj is self.orphans.sock:
+                    self.orphans.drain()
                 elif (request := self._dispatch(key)) is not None:
                     return request
+            if self.orphans is not None:  # those the template tracks it reaps itself
+                self.orphans.reap(set(self.children) | (self.spares.pids() if self.spares
+                                                        else set()))
 
     def serve_spare(self) -> Request:
         """As a spare (`listener`: its channel to the template): fork the one worker handed
@@ -239,6 +248,7 @@ class Template:
 
     def _child(self, conn: socket.socket, request: Request, fds: list[int],
                peer: int) -> Request:
+        Orphans.forget()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         processes.die_with_parent(signal.SIGKILL)  # no child outlives the template
@@ -251,7 +261,8 @@ class Template:
             os._exit(125)
         conn.send(f"R{os.getpid()}".encode())
         request.env[contract.ENV_LAUNCHER] = str(launcher)
-        for sock in [conn, self.listener, *(c for c, _ in self.children.values())]:
+        for sock in [conn, self.listener, *(c for c, _ in self.children.values()),
+                     *([self.orphans.sock] if self.orphans else [])]:
             sock.close()
         self.selector.close()
         for fd in (int(name) for name in os.listdir("/proc/self/fd")):
@@ -315,6 +326,9 @@ def main(argv: list[str]) -> None:
     template = Template(listener, fixed_hash_seed(os.environ.get("PYTHONHASHSEED")))
     if argv[2:] == [contract.ZYGOTE_SPARES_FLAG]:  # its environment before `preload`'s
         template.spares = Spares(argv[1], dict(os.environ), template.selector)
+    if not spare:
+        template.orphans = Orphans()
+        template.selector.register(template.orphans.sock, selectors.EVENT_READ, None)
     signal.signal(signal.SIGTERM, template.stop)
     pythonpath = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
     base_path = [p for p in sys.path[1:] if p not in pythonpath]

@@ -25,6 +25,7 @@ from ddpjob.local import (
     hostkind,
     hostroot,
     poolcache,
+    pools,
     proctree,
     sandbox,
     staging,
@@ -125,6 +126,10 @@ class Hosts:
                    f"/opt/ml is {self.job_dir / 'hosts'}/<host> through {contract.ENV_ROOT}, so "
                    f"a script that hard-codes /opt/ml misses it; staged channels are read-only "
                    f"files, not read-only mounts; the names algo-N do not resolve")
+        if self.pool is not None:
+            message += (f"; the warm pool's caches under {self.pool.parent} are not hidden: "
+                        f"any job of this user, on no pool or on another, can read and write "
+                        f"them by their path")
         log.warning("%s", message)
         with open(self.log_file(self.names[0]), "a") as out:
             out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ddpjob.local.hosts WARNING "
@@ -135,8 +140,8 @@ class Hosts:
         """`command` run in the host's own namespace: `/opt/ml` is `root`, every staged channel
         a read-only mount at `input/data/<channel>` (`staged` names them), the host's warm-pool
         cache (`pool_cache`) a writable one at `sagemaker/warmpoolcache`, `/etc/hosts` the job's
-        `hosts_file`, the job folders, the object cache and the pools read-only but for this
-        job's `hosts/`."""
+        `hosts_file`, the job folders and the object cache read-only but for this job's
+        `hosts/`, the warm pools' folder empty (no pool's cache, record or log by its path)."""
         views = {}
         for name, spec in ((staged or {}).get("channels") or {}).items():
             target = root / contract.DATA_DIR / name
@@ -145,13 +150,12 @@ class Hosts:
         home = self.job_dir.parent.parent
         cache = staging.cache_of(home).root
         cache.mkdir(mode=0o700, exist_ok=True)  # a cache made later is read-only here too
-        read_only = [self.job_dir.parent, cache]
-        if self.pool is not None:  # other pools' caches only through the pool's own mounts
-            read_only.append(self.pool.parent)
-        return sandbox.wrap(command, root=root, read_only=read_only,
+        pools_folder = pools.pools_dir(home)
+        pools_folder.mkdir(mode=0o700, exist_ok=True)  # a pool made later is hidden too
+        return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
                             writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
                             views=views, writable_views={root / poolcache.IN_ROOT: pool_cache}
-                            if pool_cache is not None else None)
+                            if pool_cache is not None else None, hidden=[pools_folder])
 
     def _pool_cache(self, host: str, root: Path, own_namespace: bool) -> Path | None:
         """Host `host`'s warm-pool cache, placed in its root (None when the job is on no pool)."""
