@@ -98,6 +98,42 @@ def _close(conn: socket.socket, fds: list[int]) -> None:
     conn.close()
 
 
+def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
+    """Tell the client why its request is refused (`F`), and close it and its fds."""
+    log.warning("refused a request: %s", reason)
+    with contextlib.suppress(OSError):
+        conn.send(f"F{reason}".encode())
+    _close(conn, fds)
+
+
+def _strings(value: object) -> bool:
+    """Whether `value` is a list of strings without NUL (each an argument, a name, a value)."""
+    return isinstance(value, list) and all(isinstance(s, str) and "\0" not in s for s in value)
+
+
+def request_of(message: bytes) -> Request:
+    """The request `message` holds (the JSON object `forkrun.request_message` writes), its
+    every field checked; ValueError saying what is wrong."""
+    try:
+        data = json.loads(message)
+    except RecursionError:  # nested deeper than the interpreter's stack: no client writes that
+        raise ValueError("nested too deeply") from None
+    fields = {"argv", "env", "cwd"}
+    if not isinstance(data, dict) or not fields <= data.keys() <= {*fields, "launcher"}:
+        raise ValueError("not an object of argv, env, cwd (and launcher)")
+    argv, env, cwd, launcher = data["argv"], data["env"], data["cwd"], data.get("launcher")
+    if not (argv and _strings(argv)):
+        raise ValueError("argv must be a non-empty list of strings")
+    if not (isinstance(env, dict) and _strings(list(env.values()))
+            and all(name and "=" not in name and "\0" not in name for name in env)):
+        raise ValueError("env must map variable names to strings")
+    if not _strings([cwd]):
+        raise ValueError("cwd must be a string")
+    if launcher is not None and (type(launcher) is not int or launcher <= 0):
+        raise ValueError("launcher must be a pid")
+    return Request(argv, env, cwd, launcher)
+
+
 def _parent(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as file:
         stat = file.read()
@@ -174,7 +210,11 @@ class Template:
                 self._client_gone(value) if kind == "client" else self._exited(value))
 
     def _accept(self) -> None:
-        conn, _ = self.listener.accept()
+        try:
+            conn, _ = self.listener.accept()
+        except OSError as exc:  # out of fds, a client gone already: the template serves on
+            log.warning("could not accept a client: %s", exc)
+            return
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         pid, uid = int.from_bytes(creds[:4], "little"), int.from_bytes(creds[4:8], "little")
         if uid not in (os.getuid(), 0):
@@ -187,10 +227,14 @@ class Template:
         peer = self.selector.get_key(conn).data[1]
         self.selector.unregister(conn)
         try:
-            message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            message, fds, flags, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
         except OSError as exc:
             log.warning("a bad request from pid %d: %s", peer, exc)
             conn.close()
+            return None
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != 3:
+            _refuse(conn, fds, f"a request is at most {_MAX_REQUEST} bytes with 3 fds "
+                               f"(stdin, stdout, stderr); pid {peer} sent more, or fewer fds")
             return None
         request = self._parse(conn, message, fds)
         if request is None or self._forks(request):
@@ -205,10 +249,9 @@ class Template:
     def _parse(conn: socket.socket, message: bytes, fds: list[int]) -> Request | None:
         """The request in `message`; None (and `conn` and `fds` closed) when it is none."""
         try:
-            return Request(**json.loads(message))
-        except (ValueError, TypeError) as exc:
-            log.warning("a bad request: %s", exc)
-            _close(conn, fds)
+            return request_of(message)
+        except ValueError as exc:
+            _refuse(conn, fds, f"a bad request: {exc}")
             return None
 
     def _forks(self, request: Request) -> bool:
