@@ -358,7 +358,7 @@ def test_a_pool_whose_template_was_killed_is_never_claimed(tmp_path: Path) -> No
         os.kill(first["keeper_pid"], signal.SIGSTOP)
         try:
             os.kill(first["template_pid"], signal.SIGKILL)
-            wait_for(lambda: proctree.started(first["template_pid"]) is None, 60,
+            wait_for(lambda: not proctree.is_alive(first["template_pid"]), 60,
                      "the template to die")
             _pool_job(session, tmp_path, "second")
             assert _pool_name(session, "second") != first["id"]
