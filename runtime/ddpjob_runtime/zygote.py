@@ -32,7 +32,6 @@ import atexit
 import contextlib
 import gc
 import importlib
-import json
 import logging
 import os
 import runpy
@@ -43,9 +42,9 @@ import sys
 import tempfile
 import traceback
 import weakref
-from dataclasses import dataclass
 
 from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime.forkrequest import Request, request_of
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
@@ -75,17 +74,6 @@ def fixed_hash_seed(value: str | None) -> int | None:
         return None
 
 
-@dataclass
-class Request:
-    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`; `launcher`
-    where the client asked for itself (else the client's parent is the launcher)."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    launcher: int | None = None
-
-
 def _peer(conn: socket.socket) -> int:
     """The pid of the process that connected `conn`."""
     return int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[:4],
@@ -101,37 +89,11 @@ def _close(conn: socket.socket, fds: list[int]) -> None:
 def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
     """Tell the client why its request is refused (`F`), and close it and its fds."""
     log.warning("refused a request: %s", reason)
+    for fd in fds:  # first: a client that has the answer knows they are closed
+        os.close(fd)
     with contextlib.suppress(OSError):
         conn.send(f"F{reason}".encode())
-    _close(conn, fds)
-
-
-def _strings(value: object) -> bool:
-    """Whether `value` is a list of strings without NUL (each an argument, a name, a value)."""
-    return isinstance(value, list) and all(isinstance(s, str) and "\0" not in s for s in value)
-
-
-def request_of(message: bytes) -> Request:
-    """The request `message` holds (the JSON object `forkrun.request_message` writes), its
-    every field checked; ValueError saying what is wrong."""
-    try:
-        data = json.loads(message)
-    except RecursionError:  # nested deeper than the interpreter's stack: no client writes that
-        raise ValueError("nested too deeply") from None
-    fields = {"argv", "env", "cwd"}
-    if not isinstance(data, dict) or not fields <= data.keys() <= {*fields, "launcher"}:
-        raise ValueError("not an object of argv, env, cwd (and launcher)")
-    argv, env, cwd, launcher = data["argv"], data["env"], data["cwd"], data.get("launcher")
-    if not (argv and _strings(argv)):
-        raise ValueError("argv must be a non-empty list of strings")
-    if not (isinstance(env, dict) and _strings(list(env.values()))
-            and all(name and "=" not in name and "\0" not in name for name in env)):
-        raise ValueError("env must map variable names to strings")
-    if not _strings([cwd]):
-        raise ValueError("cwd must be a string")
-    if launcher is not None and (type(launcher) is not int or launcher <= 0):
-        raise ValueError("launcher must be a pid")
-    return Request(argv, env, cwd, launcher)
+    conn.close()
 
 
 def _parent(pid: int) -> int:
