@@ -34,7 +34,6 @@ import atexit
 import contextlib
 import gc
 import importlib
-import json
 import logging
 import os
 import runpy
@@ -45,9 +44,9 @@ import sys
 import tempfile
 import traceback
 import weakref
-from dataclasses import dataclass
 
 from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime.forkrequest import Request, request_of
 from ddpjob_runtime.orphans import Orphans
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
@@ -78,17 +77,6 @@ def fixed_hash_seed(value: str | None) -> int | None:
         return None
 
 
-@dataclass
-class Request:
-    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`; `launcher`
-    where the client asked for itself (else the client's parent is the launcher)."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    launcher: int | None = None
-
-
 def _peer(conn: socket.socket) -> int:
     """The pid of the process that connected `conn`."""
     return int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[:4],
@@ -98,6 +86,16 @@ def _peer(conn: socket.socket) -> int:
 def _close(conn: socket.socket, fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
+    conn.close()
+
+
+def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
+    """Tell the client why its request is refused (`F`), and close it and its fds."""
+    log.warning("refused a request: %s", reason)
+    for fd in fds:  # first: a client that has the answer knows they are closed
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        conn.send(f"F{reason}".encode())
     conn.close()
 
 
@@ -183,7 +181,11 @@ class Template:
                 self._client_gone(value) if kind == "client" else self._exited(value))
 
     def _accept(self) -> None:
-        conn, _ = self.listener.accept()
+        try:
+            conn, _ = self.listener.accept()
+        except OSError as exc:  # out of fds, a client gone already: the template serves on
+            log.warning("could not accept a client: %s", exc)
+            return
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         pid, uid = int.from_bytes(creds[:4], "little"), int.from_bytes(creds[4:8], "little")
         if uid not in (os.getuid(), 0):
@@ -196,10 +198,14 @@ class Template:
         peer = self.selector.get_key(conn).data[1]
         self.selector.unregister(conn)
         try:
-            message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            message, fds, flags, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
         except OSError as exc:
             log.warning("a bad request from pid %d: %s", peer, exc)
             conn.close()
+            return None
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != 3:
+            _refuse(conn, fds, f"a request is at most {_MAX_REQUEST} bytes with 3 fds "
+                               f"(stdin, stdout, stderr); pid {peer} sent more, or fewer fds")
             return None
         request = self._parse(conn, message, fds)
         if request is None or self._forks(request):
@@ -214,10 +220,9 @@ class Template:
     def _parse(conn: socket.socket, message: bytes, fds: list[int]) -> Request | None:
         """The request in `message`; None (and `conn` and `fds` closed) when it is none."""
         try:
-            return Request(**json.loads(message))
-        except (ValueError, TypeError) as exc:
-            log.warning("a bad request: %s", exc)
-            _close(conn, fds)
+            return request_of(message)
+        except ValueError as exc:
+            _refuse(conn, fds, f"a bad request: {exc}")
             return None
 
     def _forks(self, request: Request) -> bool:

@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     def started(pool: pools.Pool) -> None:
         pool.keeper_pid, pool.template = os.getpid(), name
         pool.template_pid = template.proc.pid if template.proc else None
+        pool.template_started = proctree.started(pool.template_pid)
 
     pools.update(home, folder.name, started)
     reason, memory = "", MemoryWatch()
