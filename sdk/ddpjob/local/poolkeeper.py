@@ -118,8 +118,7 @@ def _terminate(pool: pools.Pool, reason: str, idle_only: bool = False) -> None:
     job holds it."""
     if pool.status == pools.TERMINATED or (idle_only and pool.status != pools.AVAILABLE):
         return
-    pool.status, pool.reason, pool.terminated_at = pools.TERMINATED, reason, time.time()
-    pool.supervisor_pid = None
+    pools.move(pool, pools.TERMINATED, reason=reason)
 
 
 def main(argv: list[str] | None = None) -> None:
