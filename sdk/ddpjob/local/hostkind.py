@@ -28,8 +28,7 @@ Request = dict[str, Any]
 
 @dataclass(frozen=True)
 class HostKind:
-    """What the local hosts of a request run, and what the checks, the supervisor and the hosts
-    do for it."""
+    """What the local hosts of a request run, and what the checks and the supervisor do for it."""
 
     name: str
     module: str | None  # the module each host runs (`platform_host.main`); None: ddpjob-train
@@ -45,8 +44,7 @@ class HostKind:
 
     @property
     def stages_once(self) -> bool:
-        """Whether the supervisor stages the channels and the checkpoint once for all hosts
-        (`staging`), rather than each host its own (`platform_duties`)."""
+        """Whether inputs are staged once for all hosts (`staging`), not by each host itself."""
         return not self.runs_image_program
 
     @property
@@ -55,8 +53,7 @@ class HostKind:
         return self.runs_image_program
 
     def on_fixed_port(self, host_count: int) -> bool:
-        """Whether `host_count` such hosts rendezvous on the containers' fixed port 7777 (one
-        such job per machine at a time: `fixed_port`)."""
+        """Whether `host_count` such hosts rendezvous on the containers' port (`fixed_port`)."""
         return self.runs_image_program and host_count > 1
 
     def forks_from_template(self) -> bool:
