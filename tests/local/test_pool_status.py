@@ -23,7 +23,8 @@ ALLOWED = {(S.IN_USE, S.AVAILABLE), (S.IN_USE, S.TERMINATED), (S.AVAILABLE, S.IN
 def _pool(status: PoolStatus, supervisor_pid: int | None = 4242) -> Pool:
     return Pool(id="pool-0", key="k", status=status, keep_alive=60, instance_type="local",
                 instance_count=1, jobs=[{"job": "j1", "start": 1.0}],
-                supervisor_pid=supervisor_pid if status is S.IN_USE else None)
+                supervisor_pid=supervisor_pid if status is S.IN_USE else None,
+                preloaded=False)  # no template: an image program's pool
 
 
 def test_the_table_is_every_move_a_pool_makes() -> None:
