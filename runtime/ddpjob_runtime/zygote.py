@@ -28,7 +28,6 @@ and OpenBLAS's single thread; everything else is the client's.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import importlib
@@ -42,10 +41,9 @@ import socket
 import sys
 import tempfile
 import traceback
-import weakref
 from dataclasses import dataclass
 
-from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime import childsetup, contract, cpython_hooks, processes, proctitle
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
@@ -299,8 +297,8 @@ def preload() -> None:
     gc.disable()  # nothing to collect while importing: a pass would only cost time
     for name in PRELOADED:
         importlib.import_module(name)
-    for finalizer in list(weakref.finalize._registry):  # the one way to reach them
-        finalizer.atexit = False
+    cpython_hooks.check()
+    cpython_hooks.keep_finalizers_from_exit()
     gc.freeze()
     gc.enable()
 
@@ -321,7 +319,7 @@ def main(argv: list[str]) -> None:
     preload()
     request = template.serve_spare() if spare else template.serve()
     logging.root.handlers.clear()
-    _exit(_run(request, base_path))
+    cpython_hooks.exit_now(_run(request, base_path))  # without tearing the preloaded down
 
 
 def _run(request: Request, base_path: list[str]) -> int:
@@ -337,16 +335,6 @@ def _run(request: Request, base_path: list[str]) -> int:
         traceback.print_exc()
         return 1
     return 0
-
-
-def _exit(code: int) -> None:
-    """Exit as the interpreter would, but without tearing down the preloaded modules (slow,
-    and nothing of theirs is left to save): atexit handlers, flushed streams, then `_exit`."""
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":
