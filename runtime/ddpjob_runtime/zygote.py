@@ -49,8 +49,8 @@ from ddpjob_runtime.spares import Spares, startup_environment, take_one
 log = logging.getLogger("ddpjob_runtime.zygote")
 
 # What the bootstrap, agents and workers import (not their own modules: those run as
-# `__main__`). torchrun's modules (`torch.distributed.run`) bind no `TCPStore` of their own
-# when imported, so the agent's loopback-bound store still replaces it (`agent.main`).
+# `__main__`). The agent's loopback-bound store still replaces torchrun's in the modules
+# imported here (`torch_hooks.install`).
 PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
              "encodings.idna",
              "ddpjob_runtime.environment", "ddpjob_runtime.hosts",
