@@ -39,9 +39,6 @@ _STATIC = f"{_ELASTIC}.rendezvous.static_tcp_rendezvous"
 _HANDLERS = f"{_ELASTIC}.multiprocessing.subprocess_handler.handlers"
 _HANDLER = f"{_ELASTIC}.multiprocessing.subprocess_handler.subprocess_handler:SubprocessHandler"
 DEFAULT_TIMEOUT = datetime.timedelta(seconds=300)
-# TCPStore's libuv server (the default from torch 2.4) takes a listening socket from torch 2.8
-# on (pytorch/pytorch#150215); before, only its legacy server does.
-_LIBUV_TAKES_LISTEN_FD = torch.__version__ >= "2.8"
 
 STORE = Hook("loopback-only stores", (
     called("torch.distributed:TCPStore.__init__", "host_name", "port", "world_size", "is_master",
@@ -109,8 +106,6 @@ class BoundTCPStore(dist.TCPStore):
                 log.warning("store on %s:%d listens on every interface (%s)", host_name, port, exc)
             else:
                 port, master_listen_fd = sock.getsockname()[1], sock.detach()
-        if master_listen_fd is not None and not _LIBUV_TAKES_LISTEN_FD:
-            use_libuv = False
         super().__init__(
             host_name, port, world_size, is_master, timeout, wait_for_workers, multi_tenant,
             master_listen_fd, use_libuv,
