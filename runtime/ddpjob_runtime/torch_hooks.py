@@ -63,7 +63,8 @@ RESTARTS = Hook("coordinated restarts", (
     *(instance_attribute(f"{_API}:WorkerGroup", name) for name in (
         "spec", "store", "group_rank", "group_world_size", "master_addr", "master_port")),
     *_ATTEMPT,
-), "torchrun's restarts (each host alone: no agreed cause or checkpoint, the same store)")
+), "torchrun's own restarts (each host alone, no agreed cause or checkpoint, in the old store "
+   "where gloo may find the last attempt's addresses)")
 FORK = Hook("forked workers", (
     looked_up(f"{_HANDLERS}:get_subprocess_handler", "SubprocessHandler"),
     overridden(f"{_HANDLER}._popen", "args", "env"),
