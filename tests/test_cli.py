@@ -156,7 +156,7 @@ def test_run_waits_for_the_job_and_prints_its_logs(finished: Finished) -> None:
     assert run.stderr == ""
     lines = run.stdout.splitlines()
     assert lines[0] == "Started training job cli-e2e"
-    assert "[algo-1] rank 0 of 1 done, tag=from-flag" in lines  # --hp won over the spec
+    assert "[algo-1 rank 0] rank 0 of 1 done, tag=from-flag" in lines  # --hp won over the spec
     model = f"{(finished.home / 'output').as_uri()}/cli-e2e/output/model.tar.gz"
     assert lines[-1] == f"cli-e2e: Completed; model: {model}"
     assert (finished.home / "jobs" / "cli-e2e").is_dir()  # home: relative to the config file
@@ -189,8 +189,8 @@ def test_logs_prefix_every_line_with_its_host(finished: Finished) -> None:
         logs = cli("logs", "cli-e2e", *extra, env=finished.env)
         assert logs.returncode == 0, logs.stderr
         lines = logs.stdout.splitlines()
-        assert lines and all(line.startswith("[algo-1] ") for line in lines)
-        assert "[algo-1] rank 0 of 1 done, tag=from-flag" in lines
+        assert lines and all(line.startswith(("[algo-1] ", "[algo-1 rank 0] ")) for line in lines)
+        assert "[algo-1 rank 0] rank 0 of 1 done, tag=from-flag" in lines  # the worker's line
 
 
 def test_logs_into_a_closed_pipe_end_quietly(finished: Finished) -> None:

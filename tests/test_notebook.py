@@ -48,7 +48,8 @@ def test_quickstart_notebook_trains_and_opens_the_model_every_run(
         setup, fit, curve, model, checkpoints = outputs
         assert f"python: {sys.executable}" in setup  # the kernel runs this environment's Python
         assert f"home: {home}" in setup
-        assert "[algo-1] epoch 1/2" in fit and "[algo-1] epoch 2/2" in fit, f"run {run}"
+        assert "[algo-1 rank 0] epoch 1/2" in fit, f"run {run}"
+        assert "[algo-1 rank 0] epoch 2/2" in fit, f"run {run}"
         assert "[algo-2]" in fit and "Completed" in fit
         values = [float(v) for v in re.findall(r"from (\S+) to (\S+)", curve)[0]]
         assert re.search(r"^(\d+) loss values", curve).group(1) != "0" and values[1] < values[0]

@@ -38,7 +38,6 @@ from ddpjob_runtime.mirrors import JobMirrors
 
 log = logging.getLogger("ddpjob_runtime")
 
-_TRACEBACK_LINES = 40
 # The host's TMPDIR (torchrun's and the workers'), inside its root so that even a killed host
 # leaves nothing in /tmp; removed at the end (by the platform if the host was killed).
 TMP_DIR = "tmp"
@@ -105,12 +104,13 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
             "PYTHONUNBUFFERED": "1",
         }
     )
-    # torchrun sets 1 for several workers per host unless the user set it, and says so in a
-    # 4-line banner on every host of every job: set it as torchrun would, without the banner.
     hps = env.hyperparameters
-    if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN and \
-            launcher.processes_per_host(hps, gpus) > 1:
-        variables.setdefault("OMP_NUM_THREADS", "1")
+    if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN:
+        variables.update(launcher.torchrun_environment())
+        # torchrun sets 1 for several workers per host unless the user set it, and says so in
+        # a 4-line banner on every host of every job: set it as torchrun would, without it.
+        if launcher.processes_per_host(hps, gpus) > 1:
+            variables.setdefault("OMP_NUM_THREADS", "1")
     if env.platform.status_file:
         variables[phases.STATUS_FILE_ENV] = env.platform.status_file
     if env.platform.checkpoint_s3_uri:
@@ -165,7 +165,7 @@ def _outcome(env: TrainingEnvironment, result: launcher.LaunchResult, tmp_dir: P
         when, rank, code, why = first.time, first.rank, first.exit_code, first.exception
         restarted = failure.restarts(tmp_dir / RECORDS)  # before the traceback: it is cut
         details = "\n".join(f"- {line}" for line in restarted) + ("\n\n" if restarted else "")
-        details += "\n".join(first.traceback.strip().splitlines()[-_TRACEBACK_LINES:])
+        details += "\n".join(first.traceback.strip().splitlines()[-failure.TRACEBACK_LINES:])
     elif result.stopped_by is not None:
         code = 128 + result.stopped_by
         why = f"stopped by {signal.Signals(result.stopped_by).name}"
@@ -221,6 +221,7 @@ def _train(env: TrainingEnvironment, tmp_dir: Path, mirrors: JobMirrors) -> int:
         variables["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(site), variables.get("PYTHONPATH")) if p)
     phases.write_phase(status_file, "Training")
+    log.info("%s", launcher.summary(env.hyperparameters, gpus, len(env.hosts), env.current_host))
     with mirrors.running():
         result = launcher.run(command, variables, cwd=str(env.code_dir))
     return _outcome(env, result, tmp_dir)

@@ -62,7 +62,7 @@ ENV_FAILURE_DIR = "DDPJOB_FAILURE_DIR"
 ENV_STACKS_DIR = "DDPJOB_STACKS_DIR"
 STACKS_DIR = "tmp/stacks"
 ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
-ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template process (`zygote`), its unix socket name
+ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template (`zygote`): `PID:PATH` of its unix socket
 # The template's last argument: it keeps spare worker interpreters (a warm pool's), or it is one.
 ZYGOTE_SPARES_FLAG, ZYGOTE_SPARE_FLAG = "--spares", "--spare"
 ZYGOTE_SPARE_ROLE = "spare-worker"  # a spare's process title: `ddpjob-spare-worker FOLDER`
@@ -73,6 +73,13 @@ ENV_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"  # torchrun's attempt number, 0
 ENV_S3_MULTIPART_THRESHOLD = "DDPJOB_S3_MULTIPART_THRESHOLD"
 ENV_S3_MULTIPART_CHUNKSIZE = "DDPJOB_S3_MULTIPART_CHUNKSIZE"
 ENV_S3_MAX_CONCURRENCY = "DDPJOB_S3_MAX_CONCURRENCY"
+
+# ---------------------------------------------------------------- the job's log
+# A torchrun worker's every line reaches its host's log as `[rank <global rank>] <line>`
+# (torchrun's `--tee` with this prefix template); clients show it as `[algo-1 rank 0] <line>`.
+ENV_LOG_LINE_PREFIX = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
+RANK_LINE_PREFIX = "[rank ${rank}] "
+RANK_LINE_REGEX = r"\[rank (\d+)\] "  # at the start of a line; its group is the rank
 
 # ---------------------------------------------------------------- host phases, in order
 HOST_PHASES = ("Starting", "Downloading", "Training", "Uploading", "Done")

@@ -14,6 +14,7 @@ from ddpjob_runtime import contract, fsutil
 # The folder where workers record their failure; set by the bootstrap for its workers.
 RECORD_DIR_ENV = contract.ENV_FAILURE_DIR
 REASON_CHARS = 1024  # what SageMaker keeps of output/failure as the job's FailureReason
+TRACEBACK_LINES = 40  # of a failed rank's traceback, kept below the failure's headline
 RESTART_COUNT_ENV = contract.ENV_RESTART_COUNT
 RESTARTS_FILE = "restarts.jsonl"  # in the record folder: one line per worker restart
 FAILURE_FILE = "failure"  # under output/: SageMaker reads its first 1024 characters

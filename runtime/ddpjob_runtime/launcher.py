@@ -12,6 +12,7 @@ import contextlib
 import enum
 import logging
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -101,6 +102,12 @@ def _torchrun_workers(entry: str, args: Sequence[str]) -> list[str]:
     return ["-m", WORKER_MODULE, entry, *args]
 
 
+def torchrun_environment() -> dict[str, str]:
+    """What `torchrun_command` needs in its environment: torchrun's prefix of each worker's
+    lines, `[rank 3] ` (its global rank)."""
+    return {contract.ENV_LOG_LINE_PREFIX: contract.RANK_LINE_PREFIX}
+
+
 def torchrun_command(
     *,
     nnodes: int,
@@ -121,6 +128,7 @@ def torchrun_command(
         f"--master_addr={master_addr}",
         f"--master_port={master_port}",
         f"--max_restarts={max_restarts}",
+        "--tee=3",  # each worker's stdout and stderr, line by line with its rank (see run)
         *_torchrun_workers(entry, args),
     ]
 
@@ -166,6 +174,18 @@ def single_command(entry: str, args: Sequence[str]) -> list[str]:
     return worker_command(entry, args)
 
 
+def summary(hyperparameters: Mapping[str, Any], gpus: int, hosts: int, host: str) -> str:
+    """What the launch on `host` starts, in one line for the job's log: `starting 2 processes
+    on algo-1 (torchrun, CPU)` (the whole command is logged at debug level)."""
+    strategy, nproc = choose_strategy(hyperparameters), processes_per_host(hyperparameters, gpus)
+    where = "1 GPU" if gpus == 1 else f"{gpus} GPUs" if gpus else "CPU"
+    if strategy is Strategy.SINGLE:
+        return f"starting 1 process on {host} ({where})"
+    if strategy is Strategy.MPI:
+        return f"starting {nproc * hosts} processes on {hosts} hosts from {host} (mpirun, {where})"
+    return f"starting {nproc} process{'es' if nproc > 1 else ''} on {host} (torchrun, {where})"
+
+
 def kill_group(proc: Launched, grace_s: float = KILL_GRACE_S) -> None:
     """SIGTERM the launched process group, SIGKILL what is left after `grace_s`, reap the leader."""
     pgid = proc.pid
@@ -190,7 +210,7 @@ class LaunchResult:
 
 def run(cmd: Sequence[str], env: Mapping[str, str], cwd: str) -> LaunchResult:
     """Run `cmd` as its own process group; forward SIGTERM/SIGINT; leave nothing behind."""
-    log.info("launching: %s", " ".join(cmd))
+    log.debug("launching: %s", shlex.join(cmd))
     stopped: list[int] = []
     procs: list[Launched] = []
 

@@ -105,6 +105,10 @@ class Spares:
         self.procs.pop(spare).wait()
         spare.close()
 
+    def pids(self) -> set[int]:
+        """The pids of the spares not reaped yet."""
+        return {proc.pid for proc in self.procs.values()}
+
     def stop(self) -> None:
         """Kill every spare (their workers die with them)."""
         for proc in self.procs.values():

@@ -9,6 +9,7 @@ checkpoint fails the job.
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import runpy
 import signal
@@ -18,7 +19,7 @@ import traceback
 from collections.abc import MutableMapping
 from pathlib import Path
 
-from ddpjob_runtime import failure, processes, proctitle, stackdump
+from ddpjob_runtime import contract, failure, processes, proctitle, stackdump
 from ddpjob_runtime.entrypoint import EntryKind, entry_kind
 
 _EXCEPTION_CHARS = 700
@@ -137,6 +138,21 @@ def _exit_before_native_teardown(code: int = 0) -> None:
     os._exit(code)
 
 
+def _whole_lines() -> None:
+    """Under ddpjob's torchrun, which copies each worker's output files into the host's log a
+    line at a time behind the rank (`launcher.torchrun_environment`): write stdout and stderr a
+    whole line at a time (unbuffered, `print` writes its text and its newline apart, and a copy
+    made between the two would split the line), and stderr into stdout's file (each file is
+    copied apart: a traceback would lose its place among the rank's other lines)."""
+    if contract.ENV_LOG_LINE_PREFIX not in os.environ:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True, write_through=False)
+    os.dup2(sys.stdout.fileno(), sys.stderr.fileno())
+
+
 def _identify() -> None:
     """Say in `ps` which host and rank this worker is, and dump its stacks when asked."""
     map_mpi_variables(os.environ)
@@ -151,6 +167,7 @@ def main() -> None:
         sys.exit("usage: python -m ddpjob_runtime.worker ENTRY_POINT [ARGS...]")
     processes.die_with_parent(signal.SIGKILL)  # no worker outlives its launcher
     _identify()
+    _whole_lines()
     atexit.register(_exit_before_native_teardown)
     code = run(sys.argv[1:])
     if code == 0:

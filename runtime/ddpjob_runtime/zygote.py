@@ -22,8 +22,10 @@ hang there). With a seed fixed by the job every interpreter has it, forked or no
 pool's template hands such a request to a spare interpreter (`ddpjob_runtime.spares`).
 
 The template dies with the supervisor (PDEATHSIG); on SIGTERM it kills its children's groups
-and exits. Children share the template's imported modules (that is the point), its hash seed
-and OpenBLAS's single thread; everything else is the client's.
+and exits. It is the subreaper of every process forked from it (`ddpjob_runtime.orphans`):
+what those leave behind, however detached, stays below it until the job's end ends it.
+Children share the template's imported modules (that is the point), its hash seed and
+OpenBLAS's single thread; everything else is the client's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import json
 import logging
 import os
 import runpy
@@ -41,9 +42,10 @@ import socket
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
 
 from ddpjob_runtime import childsetup, contract, cpython_hooks, processes, proctitle
+from ddpjob_runtime.forkrequest import Request, request_of
+from ddpjob_runtime.orphans import Orphans
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
@@ -73,17 +75,6 @@ def fixed_hash_seed(value: str | None) -> int | None:
         return None
 
 
-@dataclass
-class Request:
-    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`; `launcher`
-    where the client asked for itself (else the client's parent is the launcher)."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    launcher: int | None = None
-
-
 def _peer(conn: socket.socket) -> int:
     """The pid of the process that connected `conn`."""
     return int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[:4],
@@ -93,6 +84,16 @@ def _peer(conn: socket.socket) -> int:
 def _close(conn: socket.socket, fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
+    conn.close()
+
+
+def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
+    """Tell the client why its request is refused (`F`), and close it and its fds."""
+    log.warning("refused a request: %s", reason)
+    for fd in fds:  # first: a client that has the answer knows they are closed
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        conn.send(f"F{reason}".encode())
     conn.close()
 
 
@@ -139,6 +140,7 @@ class Template:
         self.startup = startup_environment(os.environ)  # before `preload` changes it
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (client, pidfd)
+        self.orphans: Orphans | None = None  # a template's (`main`), not a spare's
 
     def serve(self) -> Request:
         """Serve until SIGTERM (then exit); returns only in a forked child, its request."""
@@ -147,8 +149,13 @@ class Template:
             for key, _ in self.selector.select():
                 if key.fileobj is self.listener:
                     self._accept()
+                elif self.orphans is not None and key.fileobj is self.orphans.sock:
+                    self.orphans.drain()
                 elif (request := self._dispatch(key)) is not None:
                     return request
+            if self.orphans is not None:  # those the template tracks it reaps itself
+                self.orphans.reap(set(self.children) | (self.spares.pids() if self.spares
+                                                        else set()))
 
     def serve_spare(self) -> Request:
         """As a spare (`listener`: its channel to the template): fork the one worker handed
@@ -172,7 +179,11 @@ class Template:
                 self._client_gone(value) if kind == "client" else self._exited(value))
 
     def _accept(self) -> None:
-        conn, _ = self.listener.accept()
+        try:
+            conn, _ = self.listener.accept()
+        except OSError as exc:  # out of fds, a client gone already: the template serves on
+            log.warning("could not accept a client: %s", exc)
+            return
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         pid, uid = int.from_bytes(creds[:4], "little"), int.from_bytes(creds[4:8], "little")
         if uid not in (os.getuid(), 0):
@@ -185,10 +196,14 @@ class Template:
         peer = self.selector.get_key(conn).data[1]
         self.selector.unregister(conn)
         try:
-            message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            message, fds, flags, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
         except OSError as exc:
             log.warning("a bad request from pid %d: %s", peer, exc)
             conn.close()
+            return None
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != 3:
+            _refuse(conn, fds, f"a request is at most {_MAX_REQUEST} bytes with 3 fds "
+                               f"(stdin, stdout, stderr); pid {peer} sent more, or fewer fds")
             return None
         request = self._parse(conn, message, fds)
         if request is None or self._forks(request):
@@ -203,10 +218,9 @@ class Template:
     def _parse(conn: socket.socket, message: bytes, fds: list[int]) -> Request | None:
         """The request in `message`; None (and `conn` and `fds` closed) when it is none."""
         try:
-            return Request(**json.loads(message))
-        except (ValueError, TypeError) as exc:
-            log.warning("a bad request: %s", exc)
-            _close(conn, fds)
+            return request_of(message)
+        except ValueError as exc:
+            _refuse(conn, fds, f"a bad request: {exc}")
             return None
 
     def _forks(self, request: Request) -> bool:
@@ -237,6 +251,7 @@ class Template:
 
     def _child(self, conn: socket.socket, request: Request, fds: list[int],
                peer: int) -> Request:
+        Orphans.forget()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         processes.die_with_parent(signal.SIGKILL)  # no child outlives the template
@@ -249,7 +264,8 @@ class Template:
             os._exit(125)
         conn.send(f"R{os.getpid()}".encode())
         request.env[contract.ENV_LAUNCHER] = str(launcher)
-        for sock in [conn, self.listener, *(c for c, _ in self.children.values())]:
+        for sock in [conn, self.listener, *(c for c, _ in self.children.values()),
+                     *([self.orphans.sock] if self.orphans else [])]:
             sock.close()
         self.selector.close()
         for fd in (int(name) for name in os.listdir("/proc/self/fd")):
@@ -313,6 +329,9 @@ def main(argv: list[str]) -> None:
     template = Template(listener, fixed_hash_seed(os.environ.get("PYTHONHASHSEED")))
     if argv[2:] == [contract.ZYGOTE_SPARES_FLAG]:  # its environment before `preload`'s
         template.spares = Spares(argv[1], dict(os.environ), template.selector)
+    if not spare:
+        template.orphans = Orphans()
+        template.selector.register(template.orphans.sock, selectors.EVENT_READ, None)
     signal.signal(signal.SIGTERM, template.stop)
     pythonpath = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
     base_path = [p for p in sys.path[1:] if p not in pythonpath]

@@ -3,9 +3,9 @@
 Each row is one constructor argument of `sagemaker.estimator.EstimatorBase` / `Framework`. The
 estimator checks every row's value when it is made (`check`), `plan` merges every row's part into
 the request (`request_part`), `attach` reads every row back from a DescribeTrainingJob response
-(`from_description`), and the README's table is `markdown_table()`. The first rows (`FIELDS`)
-are fields of the job definition; it carries the others' values as `members`. A new argument
-is one row. The official SDK's names that are not arguments: `official_kwargs`.
+(`from_description`), and docs/arguments.md's table is `markdown_table()`. The first rows
+(`FIELDS`) are fields of the job definition; it carries the others' values as `members`. A new
+argument is one row. The official SDK's names that are not arguments: `official_kwargs`.
 """
 
 from __future__ import annotations
@@ -156,8 +156,8 @@ def _distribution(description: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _instance_type(value: Any) -> str:
     if backends.for_instance_type(value) is None:
-        raise UserInputError(f"instance_type {value!r} is not allowed: use 'local' (CPU), "
-                             f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
+        raise UserInputError(f"instance_type {value!r} is not allowed: use "
+                             f"{backends.INSTANCE_TYPES_ALLOWED}")
     return value
 
 
@@ -347,7 +347,7 @@ def from_description(description: Mapping[str, Any],
 
 
 def markdown_table() -> str:
-    """The README's table of these arguments."""
+    """The table of these arguments in docs/arguments.md."""
     lines = ["| argument | request member | local mode |", "|---|---|---|"]
     lines += [f"| `{row.name}` | `{row.member}` | {row.local} |" for row in ROWS]
     return "\n".join(lines)
@@ -361,5 +361,5 @@ def log_no_local_effect(request: Mapping[str, Any]) -> None:
             logger.warning("%s has no effect on this machine (local mode)", row.name)
 
 
-if __name__ == "__main__":  # python -m ddpjob.arguments: the README's table
+if __name__ == "__main__":  # python -m ddpjob.arguments: docs/arguments.md's table
     print(markdown_table())

@@ -49,6 +49,11 @@ BACKENDS = (LOCAL, SAGEMAKER)
 NAMES = tuple(backend.name for backend in BACKENDS)
 
 
+#: What a message says is allowed for a backend name and for an instance type.
+NAMES_ALLOWED = " or ".join(repr(name) for name in NAMES)
+INSTANCE_TYPES_ALLOWED = ", or ".join(backend.allowed for backend in BACKENDS)
+
+
 def for_instance_type(instance_type: object) -> Backend | None:
     """The backend that runs `instance_type`, or None for a type no backend runs."""
     return next((backend for backend in BACKENDS if backend.runs(instance_type)), None)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ddpjob import backends, interrupt_cli, pools_cli
+from ddpjob import backends, interrupt_cli, log_lines, pools_cli
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
 from ddpjob.errors import (
     ControlPlaneError,
@@ -118,7 +118,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--entry-point", help="the training script (relative to --source-dir)")
     run.add_argument("--source-dir", help="folder packed and shipped with the script")
     run.add_argument("--instance-count", type=_int_at_least(1), help="hosts (default 1)")
-    run.add_argument("--instance-type", help="'local', 'local_gpu' or e.g. 'ml.g5.12xlarge'")
+    run.add_argument("--instance-type", help=backends.INSTANCE_TYPES_ALLOWED)
     run.add_argument("--distribution", type=_json_object,
                      help='JSON, e.g. \'{"torch_distributed": {"enabled": true}}\'')
     run.add_argument("--processes-per-host", type=_int_at_least(1),
@@ -291,7 +291,7 @@ def _jobs(args: argparse.Namespace, config: Config) -> int:
 def _logs(args: argparse.Namespace, config: Config) -> int:
     session = _session(args, config)
     for host, line in session.logs(args.name, follow=args.follow):
-        print(f"[{host}] {line}", flush=True)
+        print(log_lines.shown(host, line), flush=True)
     if args.follow:
         from ddpjob.training_job import job_failure
 

@@ -34,12 +34,12 @@ DEFAULT_CONFIG_PATH = Path("~/.ddpjob/config.yaml")
 
 # key -> (accepted types, what the error says is allowed)
 _CONFIG_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
-    "backend": ((str,), "'local' or 'sagemaker'"),
+    "backend": ((str,), backends.NAMES_ALLOWED),
     "home": ((str,), "a folder path"),
     "role": ((str,), "an IAM role ARN such as 'arn:aws:iam::<account>:role/<name>'"),
     "default_bucket": ((str,), "an S3 bucket name"),
     "region": ((str,), "an AWS region name such as 'us-east-1'"),
-    "instance_type": ((str,), "an instance type such as 'local' or 'ml.g5.12xlarge'"),
+    "instance_type": ((str,), backends.INSTANCE_TYPES_ALLOWED),
     "tags": ((dict, list), "a mapping of tag keys to values, or a list of {Key: ..., Value: ...}"),
 }
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
@@ -69,7 +69,7 @@ _SPEC_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
 class Config:
     """Defaults for every CLI command, read from `~/.ddpjob/config.yaml` (or `DDPJOB_CONFIG`)."""
 
-    backend: str = "local"
+    backend: str = backends.LOCAL.name
     home: str | None = None
     role: str | None = None
     default_bucket: str | None = None
@@ -122,10 +122,10 @@ def _tags_dict(tags: Any, where: str) -> dict[str, str]:
 
 def _check_config_value(key: str, value: str, where: str) -> None:
     if key == "backend" and value not in backends.NAMES:
-        raise UserInputError(f"{where}: backend must be 'local' or 'sagemaker', not {value!r}")
+        raise UserInputError(f"{where}: backend must be {backends.NAMES_ALLOWED}, not {value!r}")
     if key == "instance_type" and backend_of(value) is None:
-        raise UserInputError(f"{where}: instance_type {value!r} is not allowed: use 'local', "
-                             f"'local_gpu' or a SageMaker type such as 'ml.g5.12xlarge'")
+        raise UserInputError(f"{where}: instance_type {value!r} is not allowed: use "
+                             f"{backends.INSTANCE_TYPES_ALLOWED}")
     if key == "default_bucket" and not storage.is_bucket_name(value):
         raise UserInputError(f"{where}: default_bucket {value!r} is not an S3 bucket name "
                              f"({storage.BUCKET_RULES})")

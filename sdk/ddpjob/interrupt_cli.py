@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from ddpjob import backends
 from ddpjob.config import Config
 from ddpjob.errors import UserInputError
 
@@ -49,6 +50,7 @@ def rehearsing(session: BaseSession, items: object, spec: str) -> LocalSession:
 
     if not isinstance(session, LocalSession):
         raise UserInputError(f"job spec {spec}: interruptions are rehearsed on local jobs only "
-                             f"(backend local, instance_type 'local' or 'local_gpu')")
+                             f"(backend {backends.LOCAL.name}, instance_type "
+                             f"{backends.LOCAL.allowed})")
     return LocalSession(session.home, interruptions=interruptions.from_spec(items,
                                                                             f"job spec {spec}"))

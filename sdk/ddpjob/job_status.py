@@ -17,17 +17,32 @@ from ddpjob_runtime import contract
 
 
 class TrainingJobStatus(str, enum.Enum):
-    """DescribeTrainingJob's `TrainingJobStatus`."""
+    """DescribeTrainingJob's `TrainingJobStatus`: equal to, and printed as, its value
+    (`TrainingJobStatus.FAILED == "Failed"`), so code that compares strings keeps working."""
 
     IN_PROGRESS = "InProgress"
     COMPLETED = "Completed"
     FAILED = "Failed"
     STOPPING = "Stopping"
     STOPPED = "Stopped"
+    DELETING = "Deleting"
+
+    __str__ = str.__str__  # "Failed", not "TrainingJobStatus.FAILED" (Python < 3.11 too)
+    __format__ = str.__format__
+
+    @classmethod
+    def _missing_(cls, value: object) -> TrainingJobStatus | None:
+        """A status a newer service answers: kept as it is spelled, not an error."""
+        if not isinstance(value, str):
+            return None
+        member = str.__new__(cls, value)
+        member._name_, member._value_ = value.upper(), value
+        return member
 
 
-#: The one set of ended `TrainingJobStatus` values, as DescribeTrainingJob spells them.
-TERMINAL_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
+#: The one set of ended `TrainingJobStatus` values.
+TERMINAL_STATUSES = frozenset({TrainingJobStatus.COMPLETED, TrainingJobStatus.FAILED,
+                               TrainingJobStatus.STOPPED})
 
 
 class SecondaryStatus(str, enum.Enum):
@@ -60,7 +75,7 @@ class SecondaryStatus(str, enum.Enum):
     @property
     def is_terminal(self) -> bool:
         """True once the job can no longer change."""
-        return self.primary.value in TERMINAL_STATUSES
+        return self.primary in TERMINAL_STATUSES
 
 
 @dataclass(frozen=True)
@@ -69,7 +84,7 @@ class JobDescription:
     ddpjob reads it; `raw` is the whole response (what the official SDK's `describe()` gives)."""
 
     name: str
-    status: str  # a TrainingJobStatus value
+    status: TrainingJobStatus
     secondary_status: str
     failure_reason: str
     creation_time: dt.datetime
@@ -85,7 +100,7 @@ class JobDescription:
         definitions = (response.get("AlgorithmSpecification") or {}).get("MetricDefinitions")
         return cls(
             name=response["TrainingJobName"],
-            status=response["TrainingJobStatus"],
+            status=TrainingJobStatus(response["TrainingJobStatus"]),
             secondary_status=response.get("SecondaryStatus", ""),
             failure_reason=response.get("FailureReason", ""),
             creation_time=response["CreationTime"],

@@ -14,8 +14,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
+from ddpjob import log_lines
 from ddpjob.errors import UserInputError
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, TrainingJobStatus
 from ddpjob.training_job import (
     JobControl,
     TrainingJob,
@@ -44,9 +45,9 @@ def shows_training_logs(log_type: bool | str) -> bool:
 def checked_end(job: JobDescription) -> dict[str, Any]:
     """The DescribeTrainingJob response of an ended job; JobFailedError when it Failed, a
     warning when Stopped."""
-    if job.status == "Failed":
+    if job.status is TrainingJobStatus.FAILED:
         raise job_failure(job)  # type: ignore[misc] - a Failed job always has one
-    if job.status == "Stopped":
+    if job.status is TrainingJobStatus.STOPPED:
         logger.warning("Job %s ended with status 'Stopped' rather than 'Completed': it may have "
                        "timed out or been stopped early", job.name)
     return dict(job.raw)
@@ -99,7 +100,7 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
     deadline = None if timeout is None else time.monotonic() + timeout
     if show:
         for host, line in _until(session.logs(job_name, follow=wait), deadline):
-            print(f"[{host}] {line}", flush=True)
+            print(log_lines.shown(host, line), flush=True)
     if not wait:
         return dict(session.describe(job_name).raw)
     ended = checked_end(TrainingJob(session, job_name, poll_seconds=poll).until_ended(deadline))

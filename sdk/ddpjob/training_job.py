@@ -7,8 +7,9 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
+from ddpjob import log_lines
 from ddpjob.errors import DdpjobError, JobFailedError
-from ddpjob.job_status import JobDescription
+from ddpjob.job_status import JobDescription, TrainingJobStatus
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +22,7 @@ def _say(message: str) -> None:
 
 def job_failure(job: JobDescription) -> JobFailedError | None:
     """The JobFailedError of a job that ended Failed or Stopped, else None."""
-    if not job.is_terminal or job.status == "Completed":
+    if not job.is_terminal or job.status is TrainingJobStatus.COMPLETED:
         return None
     reason = (job.failure_reason or job.secondary_status).strip()
     return JobFailedError(job.name, job.status, reason or job.status)
@@ -81,7 +82,7 @@ class TrainingJob:
         if logs:
             last_poll = time.monotonic()
             for host, line in self.session.logs(self.name, follow=True):
-                print(f"[{host}] {line}", flush=True)
+                print(log_lines.shown(host, line), flush=True)
                 if time.monotonic() - last_poll >= self.poll_seconds:
                     self._report(self.session.describe(self.name))
                     last_poll = time.monotonic()
@@ -111,7 +112,7 @@ class TrainingJob:
     def logs(self) -> None:
         """Print every log line of the job so far, each prefixed with its host."""
         for host, line in self.session.logs(self.name, follow=False):
-            print(f"[{host}] {line}", flush=True)
+            print(log_lines.shown(host, line), flush=True)
 
     def stop(self) -> None:
         """Ask the control plane to stop the job (it ends Stopped)."""

@@ -1,5 +1,5 @@
 """The argument table: every official argument reaches the request (botocore's model checks it),
-attach reads it back, local mode refuses or notes it, and the README's table is the table."""
+attach reads it back, local mode refuses or notes it, and docs/arguments.md's table is the table."""
 
 from __future__ import annotations
 
@@ -180,9 +180,9 @@ def test_local_mode_notes_what_has_no_effect(src: Path, local_session: Any,
     assert "metric_definitions has no effect" not in caplog.text  # local mode honours it
 
 
-def test_readme_lists_the_table() -> None:
-    readme = Path(__file__).parents[2].joinpath("README.md").read_text()
-    assert arguments.markdown_table() in readme, "regenerate: python -m ddpjob.arguments"
+def test_the_docs_list_the_table() -> None:
+    page = Path(__file__).parents[2].joinpath("docs", "arguments.md").read_text()
+    assert arguments.markdown_table() in page, "regenerate: python -m ddpjob.arguments"
 
 
 def test_half_a_vpc_is_refused(make: Any) -> None:

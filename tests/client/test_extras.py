@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +39,12 @@ def test_base_dependencies_have_no_torch() -> None:
     base = project["project"]["dependencies"]
     assert not [d for d in base if d.startswith("torch")]
     assert any(d.startswith("torch") for d in project["project"]["optional-dependencies"]["local"])
+
+
+def test_the_client_imports_no_torch() -> None:
+    """What a notebook or the CLI imports to submit a job leaves torch (and numpy) unloaded."""
+    code = ("import sys, ddpjob, ddpjob.cli; "
+            "from ddpjob import PyTorch, HuggingFace, LocalSession, Session, TrainingInput; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -25,7 +25,7 @@ import pytest
 from botocore.exceptions import ClientError
 from ddpjob import packaging
 from ddpjob.local import sandbox
-from ddpjob.local.client import LocalSageMakerClient
+from ddpjob.local.boto3_client import LocalSageMakerClient
 
 from tests.local.conftest import assert_no_processes, local_session_at, run_request
 

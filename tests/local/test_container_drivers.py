@@ -50,7 +50,7 @@ def test_mpi_over_several_hosts_is_refused_in_one_line_before_the_job_exists(
                                                 ("torchrun_driver.py", 2)])
 def test_what_local_hosts_run_is_not_refused(session: LocalSession, driver: str,
                                              hosts: int) -> None:
-    checked = session.sagemaker_client.checked_request(_request(session, driver, hosts))
+    checked = session.sagemaker_client.control.checked_request(_request(session, driver, hosts))
     assert checked["ResourceConfig"]["InstanceCount"] == hosts
 
 
@@ -62,4 +62,4 @@ def test_a_drivers_channel_out_of_the_bucket_is_not_read(session: LocalSession,
     request = _request(session, "torchrun_driver.py", hosts=2)
     source = request["InputDataConfig"][0]["DataSource"]["S3DataSource"]
     source["S3Uri"] = "s3://sagemaker-local/../../" + str(tmp_path / "secret").lstrip("/")
-    session.sagemaker_client.checked_request(request)  # the file outside was never read
+    session.sagemaker_client.control.checked_request(request)  # the file outside was never read

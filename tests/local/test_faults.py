@@ -215,6 +215,6 @@ def test_a_host_uploading_a_checkpoint_ends_within_seconds_of_its_supervisor(
         log = session.job_dir("stuck-upload") / "logs" / "algo-1.log"
         wait_for(lambda: log.exists() and "rank 0 uploading" in log.read_text(),
                  JOB_TIMEOUT_S, "rank 0 to start its upload")  # fmt: skip
-        supervisor = session.sagemaker_client.store.state("stuck-upload").supervisor_pid
+        supervisor = session.sagemaker_client.control.store.state("stuck-upload").supervisor_pid
         os.kill(supervisor, signal.SIGKILL)
         assert_no_processes(session.home, timeout_s=10)

@@ -72,6 +72,6 @@ def test_placement_is_accepted_and_said_to_have_no_effect(session: LocalSession,
                           [{"InstanceType": "local", "InstanceCount": 1}])
     request["ResourceConfig"]["InstancePlacementConfig"] = {"EnableMultipleJobs": True}
     with caplog.at_level(logging.WARNING):
-        checked = session.sagemaker_client.checked_request(request)
+        checked = session.sagemaker_client.control.checked_request(request)
     assert checked["ResourceConfig"]["InstancePlacementConfig"] == {"EnableMultipleJobs": True}
     assert "InstancePlacementConfig has no effect on this machine" in caplog.text

@@ -35,7 +35,7 @@ def test_quickstart_trains_two_hosts_and_loads_the_checkpoint(tmp_path: Path) ->
     out = run.stdout
     name = re.search(r"Training job (\S+) completed", out).group(1)
     assert re.search(r"Checkpoint: step-000000002 from file://\S+: epoch 2, loss \d", out)
-    assert "[algo-1] epoch 1/2" in out and "[algo-2] " in out  # both hosts streamed, prefixed
+    assert "[algo-1 rank 0] epoch 1/2" in out and "[algo-2] " in out  # both hosts, prefixed
 
     # Another process (this one) finds the finished job on disk and describes it.
     session = LocalSession(home)

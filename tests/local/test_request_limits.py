@@ -84,10 +84,6 @@ def _refused(session: LocalSession, request: dict[str, Any]) -> str:
         ({"AlgorithmSpecification.ContainerEntrypoint": ["/bin/bash\x00"]}, "contains a NUL"),
         ({"AlgorithmSpecification.ContainerArguments": ARGUMENTS},
          "ContainerArguments without ContainerEntrypoint"),
-        ({"AlgorithmSpecification.ContainerEntrypoint": ENTRYPOINT,
-          "AlgorithmSpecification.ContainerArguments": ARGUMENTS,
-          "ResourceConfig.InstanceType": "ml.g5.12xlarge"},
-         "'ml.g5.12xlarge': local hosts run a container command on CPU instance types"),
         # Enums and patterns of the model, and NUL anywhere.
         ({"AlgorithmSpecification.TrainingInputMode": "Stream"},
          "AlgorithmSpecification.TrainingInputMode 'Stream': must be one of Pipe, File"),

@@ -263,7 +263,7 @@ def test_a_titled_supervisor_or_pool_keeper_is_still_recognised(tmp_path: Path,
                                                                  role: str) -> None:
     """The client tells its live supervisors and pool keepers from reused pids by their command
     lines: titled ones too, and only those of their own job or pool."""
-    from ddpjob.local.client import LocalSageMakerClient
+    from ddpjob.local.control_plane import LocalControlPlane
     from ddpjob.local.pools import Pool, _is_keeper
 
     folder = tmp_path / "home" / "jobs" / "job-1"
@@ -274,8 +274,8 @@ def test_a_titled_supervisor_or_pool_keeper_is_still_recognised(tmp_path: Path,
         shown = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode()
         assert shown == f"ddpjob-{role} {folder}"
         if role == "supervisor":
-            assert LocalSageMakerClient._is_supervisor(proc.pid, "job-1")
-            assert not LocalSageMakerClient._is_supervisor(proc.pid, "job-2")
+            assert LocalControlPlane._is_supervisor(proc.pid, "job-1")
+            assert not LocalControlPlane._is_supervisor(proc.pid, "job-2")
         else:
             pool = Pool("job-1", "key", "Available", 60, "local", 1, keeper_pid=proc.pid)
             assert _is_keeper(pool)

@@ -227,6 +227,17 @@ def test_strategy_and_processes_per_host() -> None:
         launcher.processes_per_host({"ddpjob_processes_per_host": "two"}, gpus=0)
 
 
+def test_the_launch_is_one_short_line_in_the_log() -> None:
+    torchrun = {"sagemaker_torch_distributed_enabled": True, "ddpjob_processes_per_host": 2}
+    assert launcher.summary(torchrun, 0, 2, "algo-1") == \
+        "starting 2 processes on algo-1 (torchrun, CPU)"
+    assert launcher.summary({"sagemaker_pytorch_ddp_enabled": "true"}, 1, 1, "algo-2") == \
+        "starting 1 process on algo-2 (torchrun, 1 GPU)"
+    assert launcher.summary({"sagemaker_mpi_enabled": True}, 4, 2, "algo-1") == \
+        "starting 8 processes on 2 hosts from algo-1 (mpirun, 4 GPUs)"
+    assert launcher.summary({}, 0, 3, "algo-3") == "starting 1 process on algo-3 (CPU)"
+
+
 def test_torchrun_command() -> None:
     cmd = launcher.torchrun_command(
         nnodes=2,
@@ -245,6 +256,7 @@ def test_torchrun_command() -> None:
         "--master_addr=10.0.0.1",
         "--master_port=7777",
         "--max_restarts=0",
+        "--tee=3",
         "-m",
         "ddpjob_runtime.worker",
         "train.py",

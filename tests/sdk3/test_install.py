@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.sdk3.conftest import AFTER, BEFORE, CHECK_AFTER, CHECK_BEFORE
+from tests.sdk3.venv import AFTER, BEFORE, CHECK_AFTER, CHECK_BEFORE
 
 
 def _frozen(path: Path) -> dict[str, str]:

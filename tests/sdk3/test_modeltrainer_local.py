@@ -168,7 +168,7 @@ def test_computes_keep_alive_reaches_the_request_and_the_local_client_takes_it(
 ) -> None:
     sent = modeltrainer_request(sdk3_python, data, _source(tmp_path), keep_alive=120)
     assert sent["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 120
-    checked = LocalSession(tmp_path / "home").sagemaker_client.checked_request(
+    checked = LocalSession(tmp_path / "home").sagemaker_client.control.checked_request(
         _renamed(sent, "mt-warm", "local"), machine=False)
     assert checked["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 120
 
@@ -198,6 +198,23 @@ def test_a_failing_script_fails_the_job_with_the_drivers_reason(
                                  "rank 3 found a bad value at step 0\n"), reason
         assert "subprocess.CalledProcessError: Command '['torchrun'" in reason
         assert "[algo-2] " in logs and "ValueError: rank 3 found a bad value at step 0" in logs
+        assert_no_processes(session.home)
+
+
+def test_a_failing_script_of_the_basic_driver_names_its_exception(
+    sdk3_python: Path, data: str, tmp_path: Path
+) -> None:
+    """No torchrun report: the cause is the script's traceback in the host's log, not the
+    driver's CalledProcessError that it writes to output/failure (which follows)."""
+    sent = modeltrainer_request(sdk3_python, data, _source(tmp_path), hosts=1, processes=None,
+                                steps=2, fail="true")
+    with local_session_at(tmp_path / "home") as session:
+        job, logs = run_job(session, _renamed(sent, "mt-basic-fails", "local"))
+        assert job["TrainingJobStatus"] == "Failed", logs[-4000:]
+        reason = job["FailureReason"]
+        assert reason.startswith("AlgorithmError: host algo-1, exit code 1: ValueError: rank 0 "
+                                 "found a bad value at step 0\n"), reason
+        assert "subprocess.CalledProcessError: Command '[" in reason
         assert_no_processes(session.home)
 
 

@@ -138,14 +138,16 @@ def test_a_failing_modeltrainer_job_reports_the_failure_reason(
 
 
 @pytest.mark.parametrize(("trainer", "expected"), [
-    ({"instance_type": "ml.g5.xlarge"}, "local hosts run a container command on CPU instance "
-                                        "types"),
+    ({"instance_type": "ml.g5.xlarge"}, "'ml.g5.xlarge' with InstanceCount 2 needs at least 2 "
+                                        "GPU(s) on this machine, one set per simulated host; "
+                                        "found 0"),
     ({"smp": {"hybrid_shard_degree": 2}}, "smdistributed.modelparallel needs SageMaker's"),
 ])
 def test_what_cannot_run_here_is_refused_in_one_line_and_no_job_starts(
     sdk3_python: Path, aws_env: str, data: str, source: Path, tmp_path: Path,
-    trainer: dict[str, Any], expected: str,
+    trainer: dict[str, Any], expected: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # this machine seen without GPUs
     with local_session_at(tmp_path / "home") as local:
         summary, _ = train(sdk3_python, aws_env, local.home, source, data, trainer)
         assert expected in summary["error"] and "\n" not in summary["error"], summary["error"]

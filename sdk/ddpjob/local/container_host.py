@@ -8,11 +8,13 @@ runs `environment.py` and then `torchrun_driver.py`, `mpi_driver.py` or `basic_s
 Those drivers run here unchanged: `python -m ddpjob.local.container_host JOB_DIR HOST` does the
 platform's duties around the command (`platform_host`) and gives it what a SageMaker host gives
 it: the config files with hosts named `algo-N`, `TRAINING_JOB_NAME`, a Python with pip on PATH
-(`hostpython`: a venv per host, where `requirements.txt` installs go), the host's GPU count, the
-request's Environment. The drivers hard-code `/opt/ml` and the master `algo-1:7777`, so each
-host runs in its own mount namespace (`sandbox`, applied by `hosts`), where `/opt/ml` is the
-host's folder and `algo-N` resolves to a loopback address; where the machine has none, such a
-request is refused before anything starts. The fixed port allows one multi-host job at a time
+(`hostpython`: a venv per host, where `requirements.txt` installs go), the host's share of the
+machine's GPUs on `local_gpu` and GPU instance types (`gpus`: CUDA_VISIBLE_DEVICES, and the
+`nvidia-smi --list-gpus` the drivers count SM_NUM_GPUS from), the request's Environment. The
+drivers hard-code `/opt/ml` and the master `algo-1:7777`, so each host runs in its own mount
+namespace (`sandbox`, applied by `hosts`), where `/opt/ml` is the host's folder and `algo-N`
+resolves to a loopback address; where the machine has none, such a request is refused before
+anything starts. The fixed port allows one multi-host job at a time
 (`fixed_port`: the next one waits).
 """
 
@@ -29,7 +31,6 @@ from ddpjob_runtime.contract import DEFAULT_ROOT
 from ddpjob_runtime.errors import DdpjobError
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET
 
-from ddpjob import image_uris
 from ddpjob.local import hostpython, platform_host, responses, sandbox
 
 MODULE = "ddpjob.local.container_host"
@@ -80,11 +81,6 @@ def request_problem(request: dict[str, Any]) -> str | None:
                 f"local host in its own mount namespace, where /opt/ml is the host's folder and "
                 f"algo-1 resolves (ModelTrainer's drivers hard-code both), and this machine "
                 f"gives none: {reason}")
-    kind = request["ResourceConfig"].get("InstanceType", "")
-    if kind.startswith("ml.") and image_uris.processor(kind) != "cpu":
-        return (f"ResourceConfig.InstanceType {kind!r}: local hosts run a container command on "
-                f"CPU instance types (ml.m5, ml.c5, ...), 'local' or 'local_gpu' (this "
-                f"machine's GPUs)")
     return None
 
 

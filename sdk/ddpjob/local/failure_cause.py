@@ -6,8 +6,9 @@ When one rank dies, the ranks of the other hosts fail too, a moment later, in a 
 `output/failure.json` (when the failure happened, whether it is a consequence). The cause is the
 earliest failure that is not a consequence; the others are listed as its consequences.
 A host killed without a word is the platform's failure, not the user's: a job retry may follow.
-A host that runs the image's own torchrun (the DLC's toolkit, ModelTrainer's drivers) writes no
-rank of its own: `torchrun_root_cause` reads it from torchrun's report in the host's log.
+A host that runs the image's own program (the DLC's toolkit, a container command such as
+ModelTrainer's drivers) records no rank and no exception of its own: `program_cause` reads them
+from the host's log, torchrun's report first, else the last Python traceback.
 """
 
 from __future__ import annotations
@@ -19,12 +20,20 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpjob_runtime.failure import FAILURE_FILE, TIME_FILE, is_consequence
+from ddpjob_runtime.failure import FAILURE_FILE, TIME_FILE, TRACEBACK_LINES, is_consequence
 
 _CONSEQUENCE_CHARS = 160
 # torchrun's report of a failed worker group, and the lines its workers' stderr gets.
 _ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?\brank\s*:\s*(\d+)", re.S)
-_EXCEPTION = r"^\[rank{rank}\]: ([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)$"
+# The line a Python traceback ends with ("ValueError: bad lr 7"), alone or after a rank's prefix.
+_EXCEPTION = r"([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b.*)"
+_RANK_EXCEPTION = r"^\[rank{rank}\]: " + _EXCEPTION + "$"
+_LOG_EXCEPTION = re.compile(r"^" + _EXCEPTION + "$", re.M)
+TRACEBACK_HEADER = "Traceback (most recent call last):"
+# How a launcher reports a child that failed; the child's own exception, printed before, is the
+# cause (ModelTrainer's drivers run the script with `subprocess`, torchrun its workers).
+_LAUNCHER_REPORTS = ("subprocess.CalledProcessError",
+                     "torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
 
 
 @dataclass(frozen=True)
@@ -112,5 +121,31 @@ def torchrun_root_cause(log: str) -> tuple[int, str] | None:
     if not causes:
         return None
     rank = int(causes[-1])
-    exceptions = re.findall(_EXCEPTION.format(rank=rank), log, re.M)
+    exceptions = re.findall(_RANK_EXCEPTION.format(rank=rank), log, re.M)
     return (rank, exceptions[-1].strip()) if exceptions else None
+
+
+def python_exception(log: str) -> tuple[str, str] | None:
+    """(exception, traceback) of the last Python traceback in `log` that ends in an exception
+    line (`ValueError: bad lr 7`), passing over a launcher's report of its failed child for the
+    child's own; the traceback is its last `TRACEBACK_LINES` lines. None without one."""
+    for block in reversed(log.split(TRACEBACK_HEADER)[1:]):
+        found = _LOG_EXCEPTION.search(block)
+        if found and not found.group(1).startswith(_LAUNCHER_REPORTS):
+            lines = (TRACEBACK_HEADER + block[: found.end()]).splitlines()
+            return found.group(1).strip(), "\n".join(lines[-TRACEBACK_LINES:])
+    return None
+
+
+def program_cause(log: str, written: str, fallback: str,
+                  signalled: bool = False) -> tuple[int | None, str, str]:
+    """(rank, exception, details) of an image's program that failed, from the end of its host's
+    `log`: the rank and exception of torchrun's report, else the last Python traceback's
+    exception (no rank; not when a signal ended the program: the signal is the cause), else
+    `fallback`. The details are the text the program `written` to `output/failure` (SageMaker's
+    FailureReason), else the traceback found in the log."""
+    if found := torchrun_root_cause(log):
+        return found[0], found[1], written
+    if not signalled and (traced := python_exception(log)):
+        return None, traced[0], written or traced[1]
+    return None, fallback, written

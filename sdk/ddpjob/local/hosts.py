@@ -25,6 +25,7 @@ from ddpjob.local import (
     hostkind,
     hostroot,
     poolcache,
+    pools,
     proctree,
     sandbox,
     staging,
@@ -41,11 +42,19 @@ HOSTS_FILE = "etc-hosts"  # under the job folder: every host's /etc/hosts
 BOOTSTRAP_MODULE = "ddpjob_runtime.bootstrap"  # what `ddpjob-train` runs
 
 
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now (the rendezvous port)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def reserve_port() -> socket.socket:
+    """The rendezvous port, held until the job's hosts end: a socket bound to a free port of
+    the first host's address with SO_REUSEADDR that never listens.
+
+    A port merely found free can be taken before the first host's store binds it (another
+    job's store, any connection's local port), which fails the job. Held so, Linux gives it to
+    no ephemeral bind or connection and refuses it to a bind without SO_REUSEADDR, while the
+    store (SO_REUSEADDR) still binds and listens on it (`tests/local/test_port_race.py`).
+    """
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((hostroot.LOOPBACK, 0))
+    return sock
 
 
 def train_command() -> list[str]:
@@ -84,6 +93,7 @@ class Hosts:
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
+        self.rendezvous: socket.socket | None = None  # holds the port: see `reserve_port`
         # the job's own template, or the warm pool's it holds (`poolkeeper.Lease`)
         self.template = template or Template(job_dir, job_dir / "logs" / "template.log",
                                              templates.hash_seed(request))
@@ -116,6 +126,10 @@ class Hosts:
                    f"/opt/ml is {self.job_dir / 'hosts'}/<host> through {contract.ENV_ROOT}, so "
                    f"a script that hard-codes /opt/ml misses it; staged channels are read-only "
                    f"files, not read-only mounts; the names algo-N do not resolve")
+        if self.pool is not None:
+            message += (f"; the warm pool's caches under {self.pool.parent} are not hidden: "
+                        f"any job of this user, on no pool or on another, can read and write "
+                        f"them by their path")
         log.warning("%s", message)
         with open(self.log_file(self.names[0]), "a") as out:
             out.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ddpjob.local.hosts WARNING "
@@ -126,8 +140,8 @@ class Hosts:
         """`command` run in the host's own namespace: `/opt/ml` is `root`, every staged channel
         a read-only mount at `input/data/<channel>` (`staged` names them), the host's warm-pool
         cache (`pool_cache`) a writable one at `sagemaker/warmpoolcache`, `/etc/hosts` the job's
-        `hosts_file`, the job folders, the object cache and the pools read-only but for this
-        job's `hosts/`."""
+        `hosts_file`, the job folders and the object cache read-only but for this job's
+        `hosts/`, the warm pools' folder empty (no pool's cache, record or log by its path)."""
         views = {}
         for name, spec in ((staged or {}).get("channels") or {}).items():
             target = root / contract.DATA_DIR / name
@@ -136,13 +150,12 @@ class Hosts:
         home = self.job_dir.parent.parent
         cache = staging.cache_of(home).root
         cache.mkdir(mode=0o700, exist_ok=True)  # a cache made later is read-only here too
-        read_only = [self.job_dir.parent, cache]
-        if self.pool is not None:  # other pools' caches only through the pool's own mounts
-            read_only.append(self.pool.parent)
-        return sandbox.wrap(command, root=root, read_only=read_only,
+        pools_folder = pools.pools_dir(home)
+        pools_folder.mkdir(mode=0o700, exist_ok=True)  # a pool made later is hidden too
+        return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
                             writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
                             views=views, writable_views={root / poolcache.IN_ROOT: pool_cache}
-                            if pool_cache is not None else None)
+                            if pool_cache is not None else None, hidden=[pools_folder])
 
     def _pool_cache(self, host: str, root: Path, own_namespace: bool) -> Path | None:
         """Host `host`'s warm-pool cache, placed in its root (None when the job is on no pool)."""
@@ -155,11 +168,10 @@ class Hosts:
     def start(self, staged: dict[str, dict[str, Any]] | None = None) -> dict[str, int]:
         """Render each host's root (with what `staging` staged for it) and start its runtime;
         returns host -> pid."""
-        command, port = train_command(), free_port()
-        if self.request["ResourceConfig"]["InstanceType"] == "local_gpu":
-            slices = gpus.split(gpus.visible_gpus(), len(self.names))
-        else:
-            slices = [[] for _ in self.names]
+        command = train_command()
+        self.rendezvous = reserve_port()
+        port = self.rendezvous.getsockname()[1]
+        slices = gpus.host_shares(self.request["ResourceConfig"]["InstanceType"], len(self.names))
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
         self._check_isolation()
         own = self.isolation is None
@@ -250,6 +262,9 @@ class Hosts:
         if kept is None:
             self.template.stop()
         proctree.end_descendants(grace_s=2.0, keep={kept} if kept else set())
+        if self.rendezvous is not None:  # its store is gone; a restart reserves a fresh port
+            self.rendezvous.close()
+            self.rendezvous = None
         for host in self.names:  # what a killed host could not remove itself
             shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool

@@ -19,7 +19,7 @@ from ddpjob_runtime.contract import JOB_NAME_PATTERN
 from ddpjob.job_status import TERMINAL_STATUSES
 from ddpjob.local import hostroot
 from ddpjob.local.bucket_api import Answer, error
-from ddpjob.local.client import LocalSageMakerClient
+from ddpjob.local.control_plane import LocalControlPlane
 from ddpjob.sagemaker.logs import LOG_GROUP
 
 LIMIT = 10000  # GetLogEvents' and FilterLogEvents' most events per answer
@@ -28,10 +28,10 @@ _BAD_TOKEN = error(400, "InvalidParameterException", "The specified nextToken is
 
 
 class JobLogStreams:
-    """The log streams of the jobs of one local client (one home)."""
+    """The log streams of the jobs of one local control plane (one home)."""
 
-    def __init__(self, client: LocalSageMakerClient):
-        self.client = client
+    def __init__(self, control: LocalControlPlane):
+        self.client = control
 
     def knows(self, job: str) -> bool:
         """Whether `job` is a job of this home (its logs are here)."""

@@ -64,7 +64,7 @@ class Answers:
     def __init__(self, local: LocalSession, region: str):
         self.local = local
         self.bucket = LocalBucket(local.sagemaker_client.bucket_root, region)
-        self.logs = JobLogStreams(local.sagemaker_client)
+        self.logs = JobLogStreams(local.sagemaker_client.control)
 
     def register(self, events: Any) -> None:
         """Answer through `events` (a boto3 session's, before any client of it is made)."""

@@ -118,17 +118,18 @@ class PlatformHost:
 
     def _name_host_in_failure(self, code: int) -> None:
         """Head the failure the program wrote (or not) as ddpjob's runtime heads its own: host,
-        rank, exit code and the user's exception, from torchrun's report in the host's log
-        (else the text's last line); the program's text follows."""
+        rank, exit code and the user's exception, from the host's log (torchrun's report, else
+        the last Python traceback; `failure_cause.program_cause`), else the text's last line;
+        the program's text follows, else the traceback."""
         path = self.root / "output" / failure.FAILURE_FILE
         text = path.read_text(errors="replace") if path.exists() else ""
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         how = (f"was stopped by {_signal_name(-code)}" if code < 0 else "failed") + (
             f": {lines[-1]}" if lines else "")
-        rank, exception = failure_cause.torchrun_root_cause(self._log_tail()) or (
-            None, f"{self.program} {how}")
+        rank, exception, details = failure_cause.program_cause(
+            self._log_tail(), text, f"{self.program} {how}", signalled=code < 0)
         failure.write_failure(self.root / "output",
-                              failure.reason(self.host, rank, code, exception, text))
+                              failure.reason(self.host, rank, code, exception, details))
 
     def _log_tail(self) -> str:
         """The end of what the program printed (the host's log, written by the supervisor;

@@ -4,12 +4,18 @@ lease a job's supervisor holds on a pool.
 The keeper runs in its own session, outside every job's process tree (the supervisor forks it
 off before it becomes a subreaper), so it outlives the job that created it. It starts the
 pool's template process if the pool holds one (`templates.Template`: torch and the runtime
-imported, dies with the keeper) and ends it — and with it every process forked from it — and
-removes the hosts' persistent caches (`poolcache`) when the pool ends:
+imported, dies with the keeper) and ends it — and with it every process forked from it, and
+anything that outlived it (the keeper is a subreaper) — and removes the hosts' persistent
+caches (`poolcache`) when the pool ends:
 its keep-alive passed while Available, a stop was asked for (`pools.stop`, SIGTERM), the pool's
 folder is gone (its home was removed), memory is short while it is Available
 (MemAvailable below `DDPJOB_POOL_MIN_AVAILABLE_MB`, default the larger of 512 MiB and 5% of
 MemTotal, for 2 s), the job holding it lost its supervisor, or the template died.
+
+What a job on the pool started ends with the job, as without a pool: the template is the
+subreaper of every process forked from it (a script's background child, one in a new session, a
+double-forked daemon land there, not at init), and when the job's hosts end the job's lease
+(`Lease.stop`) ends everything below the template but the template's own session (its spares).
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, proctitle
+from ddpjob_runtime import forkrun, processes, proctitle
 
 from ddpjob.local import poolcache, pools, proctree, templates
+from ddpjob.local.jobstore import JobStore
 from ddpjob.local.templates import Template
 
 log = logging.getLogger("ddpjob.local.poolkeeper")
@@ -126,12 +133,14 @@ def main(argv: list[str] | None = None) -> None:
         signal.signal(sig, lambda *_: signalled.append(
             pools.read(folder).stop_requested if (folder / pools.RECORD).exists() else "stopped"))
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    processes.become_subreaper()  # what outlives the template ends with the pool
     template = Template(folder, folder / "template.log", spares=True)
     name = template.start() if pools.read(folder).preloaded else ""
 
     def started(pool: pools.Pool) -> None:
         pool.keeper_pid, pool.template = os.getpid(), name
         pool.template_pid = template.proc.pid if template.proc else None
+        pool.template_started = proctree.started(pool.template_pid)
 
     pools.update(home, folder.name, started)
     reason, memory = "", MemoryWatch()
@@ -143,6 +152,7 @@ def main(argv: list[str] | None = None) -> None:
             time.sleep(POLL_S)
     finally:
         template.stop()
+        proctree.end_descendants(LEFTOVER_GRACE_S)
         poolcache.remove(folder)
         log.info("pool %s ended: %s", folder.name, reason)
         with contextlib.suppress(OSError, ValueError, TypeError):
@@ -178,31 +188,53 @@ class Lease:
         self.job = request["TrainingJobName"]
         self.pool_id = ""
         self.reused_from = ""  # the job whose pool this job reuses ("" when started cold)
-        self.name = ""
+        self.name = ""  # the template's `DDPJOB_ZYGOTE` for the job's hosts, once started
+        self.pool_template = ""  # the pool's own
+        self.template_pid: int | None = None  # read before any job process ran (`stop`)
+        # The pool's socket as the job's hosts reach it (their namespaces hide the pools).
+        self.socket_link = JobStore(home).job_dir(self.job) / templates.SOCKET_NAME
 
     def acquire(self) -> None:
         """Claim a matching Available pool, else create one and start its keeper (call it
         before the supervisor becomes a subreaper)."""
         pool = pools.claim(self.home, self.key, self.job, os.getpid())
         if pool is not None:
-            self.pool_id, self.reused_from, self.name = pool.id, pool.jobs[-2]["job"], pool.template
+            self.pool_id, self.reused_from = pool.id, pool.jobs[-2]["job"]
+            self.pool_template, self.template_pid = pool.template, pool.template_pid
             return
         folder = pools.create(self.home, self.request, self.key, os.getpid(), self.preloaded)
         self.pool_id = folder.name
         spawn(folder, templates.hash_seed(self.request))
 
     def start(self) -> str:
-        """The template's name, once the pool's keeper started it."""
+        """The template's name, once the pool's keeper started it (again for each attempt's
+        hosts: `stop` removed the way to it)."""
         deadline = time.monotonic() + KEEPER_START_S
-        while not self.name and time.monotonic() < deadline:
+        while not self.pool_template and time.monotonic() < deadline:
             pool = pools.read(self.folder)
             if pool.template or pool.status == pools.TERMINATED:
-                self.name = pool.template
+                self.pool_template, self.template_pid = pool.template, pool.template_pid
                 break
             time.sleep(0.01)
-        if not self.name:
+        if not self.pool_template:
             raise RuntimeError(f"the keeper of warm pool {self.pool_id} did not start")
+        self.name = self._reachable(self.pool_template)
         return self.name
+
+    def _reachable(self, value: str) -> str:
+        """The pool template's `DDPJOB_ZYGOTE` (`value`) as the job's hosts reach it: through a
+        hard link of its socket in the job's folder, which names the same socket, where the
+        hosts' namespaces hide the pools' folder (`hosts`)."""
+        if not value:
+            return value
+        pid, _, path = value.partition(":")
+        self.socket_link.unlink(missing_ok=True)
+        try:
+            os.link(path, self.socket_link)
+        except OSError as exc:  # the template is gone: its clients start their modules
+            log.warning("warm pool %s: its template's socket is gone (%s)", self.pool_id, exc)
+            return value
+        return forkrun.template_value(int(pid), str(self.socket_link))
 
     @property
     def folder(self) -> Path:
@@ -212,17 +244,18 @@ class Lease:
     command = Template.command
 
     def stop(self) -> None:
-        """The job's hosts ended: end what is left of the processes forked for them (the pool,
-        its template and its spare worker interpreters stay; a spare that was handed a worker
-        exits with it)."""
-        template_pid = pools.read(self.folder).template_pid
-        deadline = time.monotonic() + LEFTOVER_GRACE_S
-        while template_pid and (left := [
-                pid for pid in proctree.descendants(template_pid)
-                if not _is_spare(pid)]):
-            proctree.signal_all(left, signal.SIGKILL if time.monotonic() > deadline
-                                else signal.SIGTERM)  # fmt: skip
-            time.sleep(0.05)
+        """The job's hosts ended: end every process the job started that is left, however it
+        detached (a background child, a new session, a double fork: the template is their
+        subreaper, so they are below it), SIGTERM then SIGKILL after `LEFTOVER_GRACE_S`. The
+        pool, its template and its spare worker interpreters stay: they are the processes in
+        the template's session, which no job process can join (a spare that was handed a
+        worker exits with it)."""
+        self.socket_link.unlink(missing_ok=True)
+        self.name = ""
+        pool_session = proctree.session_of(self.template_pid) if self.template_pid else None
+        if pool_session is not None:
+            proctree.end_below(self.template_pid, LEFTOVER_GRACE_S,
+                               lambda pid: proctree.session_of(pid) == pool_session)
 
     def release(self, end_reason: str = "") -> None:
         """The job ended: the pool stays warm for the job's keep-alive (or ends: `end_reason`)."""
@@ -233,11 +266,3 @@ class Lease:
 
 if __name__ == "__main__":
     main()
-
-
-def _is_spare(pid: int) -> bool:
-    """Whether `pid` is one of the template's spare worker interpreters (titled, or as its
-    command line says before it titled itself)."""
-    args = proctree.cmdline(pid)
-    return args[-1:] == [contract.ZYGOTE_SPARE_FLAG] or " ".join(args).startswith(
-        proctitle.title(contract.ZYGOTE_SPARE_ROLE))

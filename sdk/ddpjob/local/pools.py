@@ -63,8 +63,9 @@ class Pool:
     jobs: list[dict[str, Any]] = field(default_factory=list)  # {"job", "start", "end"}
     supervisor_pid: int | None = None  # of the job that holds it (InUse)
     keeper_pid: int | None = None
-    template: str = ""  # the template's socket name (DDPJOB_ZYGOTE)
+    template: str = ""  # what names the template to its clients (DDPJOB_ZYGOTE)
     template_pid: int | None = None
+    template_started: int | None = None  # with the pid, the template's identity (`proctree`)
     stop_requested: str = ""  # why it is to end (the keeper ends it)
     terminated_at: float | None = None
     reason: str = ""  # why it ended
@@ -165,13 +166,21 @@ def claim(home: Path, key: str, job: str, supervisor_pid: int) -> Pool | None:
             if status == TERMINATED:  # its keeper may have died before removing it
                 poolcache.remove(entry)
             if (pool.key != key or status != AVAILABLE or pool.stop_requested
-                    or time.time() >= (pool.expires_at or 0)):
+                    or time.time() >= (pool.expires_at or 0) or not _has_template(pool)):
                 continue
             pool.status, pool.supervisor_pid = IN_USE, supervisor_pid
             pool.jobs.append({"job": job, "start": time.time()})
             write(entry, pool)
             return pool
     return None
+
+
+def _has_template(pool: Pool) -> bool:
+    """Whether the pool's template, if it holds one, still runs: the recorded process, not
+    another that got its pid (its keeper ends it soon, but a job may ask before)."""
+    return not pool.preloaded or (
+        pool.template_started is not None
+        and proctree.started(pool.template_pid) == pool.template_started)
 
 
 def create(home: Path, request: dict[str, Any], key: str, supervisor_pid: int,

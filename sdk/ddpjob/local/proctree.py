@@ -6,7 +6,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Set
+from collections.abc import Callable, Set
 from pathlib import Path
 
 
@@ -27,6 +27,13 @@ def is_alive(pid: int | None) -> bool:
         return False
     fields = _stat(pid)
     return fields is not None and fields[0] not in ("Z", "X")
+
+
+def started(pid: int | None) -> int | None:
+    """When `pid` started (clock ticks after boot), None when it is gone or a zombie: with the
+    pid, the identity of a process (a pid alone may be another's once it was reaped)."""
+    fields = _stat(pid) if pid else None
+    return int(fields[19]) if fields is not None and fields[0] not in ("Z", "X") else None
 
 
 def cmdline(pid: int) -> list[str]:
@@ -74,31 +81,50 @@ def reap_children() -> None:
                 os.waitpid(pid, os.WNOHANG)
 
 
+def session_of(pid: int) -> int | None:
+    """The session id of `pid` (None when it is gone): a process can leave its session
+    (`setsid`) but never join another, so what a job started is in no session of the pool's."""
+    fields = _stat(pid)
+    return int(fields[3]) if fields is not None else None
+
+
 def end_descendants(grace_s: float, poll_s: float = 0.05, keep: Set[int] = frozenset()) -> None:
     """SIGTERM every process below us but those of `keep` (their own descendants are not
     kept), SIGKILL what is left after `grace_s`, reap them.
 
     Call it once the children you started with `Popen` have been waited for.
     """
-    me = os.getpid()
+    end_below(os.getpid(), grace_s, keep.__contains__, poll_s)
+
+
+def end_below(root: int, grace_s: float, kept: Callable[[int], bool] = lambda _pid: False,
+              poll_s: float = 0.05) -> None:
+    """SIGTERM every live process below `root` but those `kept` names (their own descendants
+    are not kept), SIGKILL what is left after `grace_s`; bounded, whatever the processes do.
+    Below ourselves we reap them; another `root` reaps its own (a subreaper adopts the
+    orphans of the tree meanwhile, so none escapes by leaving its parent)."""
+    ours = root == os.getpid()
 
     def left() -> list[int]:
-        return [p for p in descendants(me) if p not in keep and is_alive(p)]
+        return [p for p in descendants(root) if is_alive(p) and not kept(p)]
+
+    def reap() -> None:
+        if ours:
+            reap_children()
 
     signal_all(left(), signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        reap_children()
-        pids = left()
-        if not pids:
+        reap()
+        if not left():
             return
         time.sleep(poll_s)
-    # SIGKILL repeatedly: a dying parent can hand us new orphans meanwhile.
+    # SIGKILL repeatedly: a dying parent can hand new orphans to the subreaper meanwhile.
     for _ in range(50):
         pids = left()
         if not pids:
             break
         signal_all(pids, signal.SIGKILL)
         time.sleep(poll_s)
-        reap_children()
-    reap_children()
+        reap()
+    reap()

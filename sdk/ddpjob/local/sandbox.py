@@ -18,10 +18,12 @@ waits for it as before). In the namespace:
 - paths of `read_only` are bound read-only onto themselves, paths of `writable` stay writable
   inside them, `views` bind a folder read-only at another place (a staged channel at
   `input/data/<channel>`) and `writable_views` one writable (a warm pool's cache at
-  `sagemaker/warmpoolcache`), all deepest first. A read-only mount refuses `chmod` and writes
-  through the names below it only: another name of the same file (a hard link) elsewhere stays
-  writable, so the caller makes read-only every folder where a name of a shared file lives (the
-  job folders and the object cache).
+  `sagemaker/warmpoolcache`), all deepest first; then each path of `hidden` is covered by an
+  empty read-only tmpfs (the warm pools' folder: a host sees its own pool cache only where it
+  was bound above, and no pool's by its real path). A read-only mount refuses `chmod` and
+  writes through the names below it only: another name of the same file (a hard link)
+  elsewhere stays writable, so the caller makes read-only every folder where a name of a
+  shared file lives (the job folders and the object cache).
 
 Who may do this: root (with CAP_SYS_ADMIN) unshares the mount namespace alone; any other user
 gets a user namespace too, where its own uid and gid map to themselves (so files keep their
@@ -103,14 +105,15 @@ def _probe() -> str | None:
 def wrap(
     command: Sequence[str], *, root: PathLike, read_only: Sequence[PathLike], hosts_file: PathLike,
     writable: Sequence[PathLike] = (), views: Mapping[PathLike, PathLike] | None = None,
-    writable_views: Mapping[PathLike, PathLike] | None = None,
+    writable_views: Mapping[PathLike, PathLike] | None = None, hidden: Sequence[PathLike] = (),
 ) -> list[str]:  # fmt: skip
     """The command that runs `command` in a mount namespace where `/opt/ml` is `root`,
     `/etc/hosts` is `hosts_file`, the `read_only` paths are read-only but for the `writable`
-    paths inside them, each `views` target shows its source folder read-only and each
-    `writable_views` target its source folder writable."""
+    paths inside them, each `views` target shows its source folder read-only, each
+    `writable_views` target its source folder writable, and each `hidden` folder is empty."""
     args = [*_interpreter(), "--root", str(root), "--hosts-file", str(hosts_file)]
-    for flag, paths in (("--read-only", read_only), ("--writable", writable)):
+    for flag, paths in (("--read-only", read_only), ("--writable", writable),
+                        ("--hidden", hidden)):
         for path in paths:
             args += [flag, str(path)]
     for flag, mapping in (("--view", views), ("--writable-view", writable_views)):
@@ -251,7 +254,7 @@ def _existing(path: str, what: str) -> str:
 
 def set_up(root: str, hosts_file: str, read_only: Sequence[str], writable: Sequence[str],
            views: Sequence[tuple[str, str]],
-           writable_views: Sequence[tuple[str, str]] = ()) -> None:
+           writable_views: Sequence[tuple[str, str]] = (), hidden: Sequence[str] = ()) -> None:
     """Enter the host's namespace and mount everything (see the module's docstring)."""
     binds = [(_existing(p, "read-only path"),) * 2 + (True,) for p in read_only]
     binds += [(_existing(p, "writable path"),) * 2 + (False,) for p in writable]
@@ -259,9 +262,12 @@ def set_up(root: str, hosts_file: str, read_only: Sequence[str], writable: Seque
     binds += [(_existing(s, "view source"), _existing(t, "view target"), False)
               for t, s in writable_views]
     root, hosts_file = _existing(root, "root"), _existing(hosts_file, "hosts file")
+    covered = [_existing(p, "hidden path") for p in hidden]
     _enter_namespace()
     for source, target, ro in sorted(binds, key=lambda b: -b[1].count("/")):  # deepest first
         _bind(source, target, ro)
+    for folder in covered:  # after the binds: those of sources below it are made already
+        _mount("tmpfs", folder, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "mode=0")
     shadows: list[str] = []
     made: set[str] = set()
     _mount_point(ETC_HOSTS, False, shadows, made)
@@ -295,7 +301,7 @@ def _probe_here() -> None:
     _drop_sys_admin()
 
 
-_LISTED = {"--read-only": "read_only", "--writable": "writable"}
+_LISTED = {"--read-only": "read_only", "--writable": "writable", "--hidden": "hidden"}
 _SINGLE = {"--root": "root", "--hosts-file": "hosts_file"}
 _VIEWS = {"--view": "view", "--writable-view": "writable_view"}
 
@@ -304,7 +310,8 @@ def _parse(argv: list[str]) -> dict:
     """`wrap`'s options and the command after `--` (by hand: argparse's imports would double
     this file's start)."""
     args: dict = {"probe": False, "root": None, "hosts_file": None, "read_only": [],
-                  "writable": [], "view": [], "writable_view": [], "command": []}
+                  "writable": [], "hidden": [], "view": [], "writable_view": [],
+                  "command": []}
     rest = list(argv)
     while rest:
         flag = rest.pop(0)
@@ -329,7 +336,8 @@ def _parse(argv: list[str]) -> dict:
 
 def _usage(message: str) -> None:
     print("usage: sandbox.py (--probe | --root R --hosts-file F [--read-only P]... "
-          "[--writable P]... [--view TARGET SOURCE]... [--writable-view TARGET SOURCE]... "
+          "[--writable P]... [--hidden P]... [--view TARGET SOURCE]... "
+          "[--writable-view TARGET SOURCE]... "
           f"-- COMMAND...)\nsandbox.py: {message}",
           file=sys.stderr)
     sys.exit(2)
@@ -363,7 +371,7 @@ def main(argv: list[str] | None = None) -> None:
         _usage("--root, --hosts-file and a command after -- are required")
     try:
         set_up(root, args["hosts_file"], args["read_only"], args["writable"], args["view"],
-               args["writable_view"])
+               args["writable_view"], args["hidden"])
         os.chdir(OPT_ML)
     except (SandboxError, OSError) as exc:
         _fail(root, f"cannot give the host its own {OPT_ML}: {exc}")

@@ -27,7 +27,8 @@ from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
 from ddpjob.local import interruptions as planned
-from ddpjob.local.client import LocalSageMakerClient
+from ddpjob.local.boto3_client import LocalSageMakerClient
+from ddpjob.local.control_plane import LocalControlPlane
 from ddpjob.local.jobstore import check_own_dir, check_path_to
 from ddpjob.local.validation import LOCAL_ROLE
 from ddpjob.naming import check_job_name
@@ -76,8 +77,7 @@ class LocalSession(BaseSession):
         check_path_to(self.home)  # refused before anything is written into it
         if self.home.exists():
             check_own_dir(self.home)
-        self._client = LocalSageMakerClient(self.home, aws_shaped=False,
-                                            planned=self.interruptions)
+        self._client = LocalControlPlane(self.home, planned=self.interruptions)
 
     @classmethod
     def from_config(cls, config: Config) -> LocalSession:

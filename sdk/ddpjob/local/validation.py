@@ -18,7 +18,7 @@ from ddpjob_runtime.contract import JOB_NAME_PATTERN
 
 from ddpjob import backends, image_uris
 from ddpjob.errors import InvalidRequestError
-from ddpjob.local import hostkind, metrics, model_limits
+from ddpjob.local import gpus, hostkind, metrics, model_limits
 from ddpjob.request import service_model
 
 LOCAL_INSTANCE_TYPES = backends.LOCAL.instance_types  # what runs on this machine
@@ -116,7 +116,8 @@ def _check_channels(op: str, channels: list[dict[str, Any]]) -> None:
 def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> None:
     """What SageMaker's server checks in a CreateTrainingJob request, and what local mode needs.
 
-    `visible_gpus` is the number of GPUs of this machine ("local_gpu"; None: not checked).
+    `visible_gpus` is the number of GPUs of this machine (for `local_gpu` and GPU instance
+    types; None: not checked).
     """
     op = "CreateTrainingJob"
     check_job_name(op, request["TrainingJobName"])
@@ -140,11 +141,12 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' or a "
             f"CPU type such as 'ml.m5.xlarge' (CPU, gloo), 'local_gpu' (NCCL, this machine's "
             f"GPUs), or a SageMaker Session for {kind!r}")
-    if kind == "local_gpu" and visible_gpus is not None and visible_gpus < count:
+    if visible_gpus is not None and visible_gpus < count and gpus.uses_gpus(str(kind)):
         raise client_error(
             op,
-            f"InstanceType 'local_gpu' with InstanceCount {count} needs at least {count} "
-            f"GPU(s), one set per simulated host; this machine has {visible_gpus}")
+            f"ResourceConfig.InstanceType {kind!r} with InstanceCount {count} needs at least "
+            f"{count} GPU(s) on this machine, one set per simulated host; found {visible_gpus} "
+            f"(CUDA_VISIBLE_DEVICES, else nvidia-smi)")
     hps = request.get("HyperParameters") or {}
     if hostkind.needs_program(request) and not hps.get(contract.PROGRAM):
         raise client_error(

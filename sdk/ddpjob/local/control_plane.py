@@ -1,10 +1,10 @@
-"""`LocalSageMakerClient`: boto3's SageMaker client for training jobs, run on this machine.
+"""`LocalControlPlane`: SageMaker's training-job API, answered on this machine.
 
-Same methods, arguments, response shapes and errors as `boto3.client("sagemaker")` for
-create/describe/stop/list training jobs, so requests built by any SageMaker client work.
+Same methods, arguments and response shapes as `boto3.client("sagemaker")` for
+create/describe/stop/update/list training jobs, so requests built by any SageMaker client work.
 Jobs live on disk (`jobstore`) and each runs under its own detached `supervisor` process.
-Refusals are ddpjob's `ControlPlaneError`s; only a boto3-shaped client (`aws_shaped`, the
-default) raises them as boto3's errors, at the API methods' edge (`_boto3_api`).
+Refusals are ddpjob's `ControlPlaneError`s (what `LocalSession` raises);
+`boto3_client.LocalSageMakerClient` raises them as boto3 raises SageMaker's.
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
-import functools
 import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from ddpjob_runtime import proctitle
 from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
@@ -41,10 +40,6 @@ from ddpjob.local import (
 )
 from ddpjob.local.jobstate import JobState
 from ddpjob.local.jobstore import JobExists, JobStore
-from ddpjob.request import service_model
-
-if TYPE_CHECKING:  # pragma: no cover
-    from botocore.errorfactory import BaseClientExceptions
 
 # What runs each job, as `python -m`: named, not imported, so the client stays light.
 SUPERVISOR_MODULE = "ddpjob.local.supervisor"
@@ -60,55 +55,17 @@ _SORT_KEYS = {
 }
 
 
-API = TypeVar("API", bound=Callable[..., dict[str, Any]])
+class LocalControlPlane:
+    """SageMaker's training-job API whose jobs run as local processes under `home`; `planned`
+    interruptions fire in every job it creates."""
 
-
-def _boto3_api(method: API) -> API:
-    """A boto3 method of the client: a boto3-shaped client raises its refusals as boto3 does."""
-
-    @functools.wraps(method)
-    def call(self: LocalSageMakerClient, **kwargs: Any) -> dict[str, Any]:
-        try:
-            return method(self, **kwargs)
-        except ControlPlaneError as error:
-            if not self.aws_shaped:
-                raise
-            raise self._aws_error(error) from None
-
-    return call  # type: ignore[return-value]
-
-
-class LocalSageMakerClient:
-    """A SageMaker client whose training jobs run as local processes under `home`; boto3-shaped
-    unless `aws_shaped=False` (then it raises ddpjob's own errors: `LocalSession`'s)."""
-
-    def __init__(self, home: str | Path, aws_shaped: bool = True,
-                 planned: Sequence[interruptions.Interruption] = ()):
-        self.aws_shaped = aws_shaped
+    def __init__(self, home: str | Path, planned: Sequence[interruptions.Interruption] = ()):
         self.planned = tuple(planned)  # fired in every job this client creates
         self.store = JobStore(Path(home))
         self._supervisors: list[subprocess.Popen] = []
 
-    @functools.cached_property
-    def exceptions(self) -> BaseClientExceptions:
-        """The error classes boto3's SageMaker client has (`ResourceInUse`, …)."""
-        from botocore.errorfactory import ClientExceptionsFactory
-
-        return ClientExceptionsFactory().create_client_exceptions(service_model())
-
-    def _aws_error(self, error: ControlPlaneError) -> Exception:
-        """The botocore error whose answer is `error`'s (what SageMaker would have said)."""
-        if error.code == "ParamValidationError":
-            from botocore.exceptions import ParamValidationError
-
-            return ParamValidationError(report=error.service_message)
-        response = {"Error": {"Code": error.code, "Message": error.service_message},
-                    "ResponseMetadata": {"HTTPStatusCode": 400}}
-        return self.exceptions.from_code(error.code)(response, error.operation)
-
     # --- the API ---------------------------------------------------------------------------
 
-    @_boto3_api
     def create_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Create a training job and start it in the background (CreateTrainingJob)."""
         request = self.checked_request(kwargs)
@@ -127,7 +84,7 @@ class LocalSageMakerClient:
 
         def check(candidate: dict[str, Any]) -> None:
             kind = (candidate.get("ResourceConfig") or {}).get("InstanceType")
-            visible = len(gpus.visible_gpus()) if kind == "local_gpu" and machine else None
+            visible = len(gpus.visible_gpus()) if gpus.uses_gpus(kind or "") and machine else None
             validation.check_create(candidate, visible)
             if problem := container_host.drivers_problem(candidate, self.bucket_root):
                 raise validation.client_error("CreateTrainingJob", problem)
@@ -158,7 +115,6 @@ class LocalSageMakerClient:
         self._start_supervisor(name, job_dir)
         return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
 
-    @_boto3_api
     def describe_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """The job's status, secondary status, times and outputs (DescribeTrainingJob).
 
@@ -175,7 +131,6 @@ class LocalSageMakerClient:
             response["WarmPoolStatus"] = warm
         return {**response, **copy.deepcopy(_OK)}
 
-    @_boto3_api
     def stop_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Ask the job to stop: it moves to Stopping, then Stopped (StopTrainingJob)."""
         validation.check_shape("StopTrainingJob", kwargs)
@@ -219,7 +174,6 @@ class LocalSageMakerClient:
                                  f"{asked.status.value}"
                                  f"{', an interruption is under way' if asked.pending else ''})")
 
-    @_boto3_api
     def update_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """Change the keep-alive of the warm pool the job holds or left (UpdateTrainingJob with
         `ResourceConfig.KeepAlivePeriodInSeconds`; 0 ends the pool)."""
@@ -231,7 +185,6 @@ class LocalSageMakerClient:
                 "UpdateTrainingJob", f"The training job {name} has no warm pool to update.")
         return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
 
-    @_boto3_api
     def list_training_jobs(self, **kwargs: Any) -> dict[str, Any]:
         """Summaries of the jobs under this home, filtered, sorted and paged (ListTrainingJobs)."""
         validation.check_shape("ListTrainingJobs", kwargs)
