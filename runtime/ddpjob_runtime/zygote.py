@@ -30,7 +30,6 @@ OpenBLAS's single thread; everything else is the client's.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import importlib
@@ -43,9 +42,8 @@ import socket
 import sys
 import tempfile
 import traceback
-import weakref
 
-from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime import childsetup, contract, cpython_hooks, processes, proctitle
 from ddpjob_runtime.forkrequest import Request, request_of
 from ddpjob_runtime.orphans import Orphans
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
@@ -53,8 +51,8 @@ from ddpjob_runtime.spares import Spares, startup_environment, take_one
 log = logging.getLogger("ddpjob_runtime.zygote")
 
 # What the bootstrap, agents and workers import (not their own modules: those run as
-# `__main__`). torchrun's modules (`torch.distributed.run`) bind no `TCPStore` of their own
-# when imported, so the agent's loopback-bound store still replaces it (`agent.main`).
+# `__main__`). The agent's loopback-bound store still replaces torchrun's in the modules
+# imported here (`torch_hooks.install`).
 PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
              "encodings.idna",
              "ddpjob_runtime.environment", "ddpjob_runtime.hosts",
@@ -315,8 +313,8 @@ def preload() -> None:
     gc.disable()  # nothing to collect while importing: a pass would only cost time
     for name in PRELOADED:
         importlib.import_module(name)
-    for finalizer in list(weakref.finalize._registry):  # the one way to reach them
-        finalizer.atexit = False
+    cpython_hooks.check()
+    cpython_hooks.keep_finalizers_from_exit()
     gc.freeze()
     gc.enable()
 
@@ -340,7 +338,7 @@ def main(argv: list[str]) -> None:
     preload()
     request = template.serve_spare() if spare else template.serve()
     logging.root.handlers.clear()
-    _exit(_run(request, base_path))
+    cpython_hooks.exit_now(_run(request, base_path))  # without tearing the preloaded down
 
 
 def _run(request: Request, base_path: list[str]) -> int:
@@ -356,16 +354,6 @@ def _run(request: Request, base_path: list[str]) -> int:
         traceback.print_exc()
         return 1
     return 0
-
-
-def _exit(code: int) -> None:
-    """Exit as the interpreter would, but without tearing down the preloaded modules (slow,
-    and nothing of theirs is left to save): atexit handlers, flushed streams, then `_exit`."""
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":
