@@ -159,3 +159,19 @@ def test_where_every_hooked_member_moved_the_job_runs_as_plain_torchrun(tmp_path
                          (torch_hooks.RESTARTS, "LocalElasticAgent._restart_workers"),
                          (torch_hooks.FORK, "get_subprocess_handler -> SubprocessHandler")):
         assert any(member in line and f"(used by: {hook.name})" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("libuv_takes_fd", [True, False])
+def test_a_bound_store_serves_with_the_server_that_takes_its_socket(
+    monkeypatch: pytest.MonkeyPatch, libuv_takes_fd: bool
+) -> None:
+    """torch < 2.8's libuv server refuses a listening socket (a SageMaker image's torch may be
+    one): the store's own socket then goes to the classic server, which takes it."""
+    monkeypatch.setattr(torch_hooks, "_LIBUV_TAKES_LISTEN_FD", libuv_takes_fd)
+    store = torch_hooks.BoundTCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False)
+    try:
+        assert store.libuvBackend is libuv_takes_fd
+        store.set("key", "value")
+        assert store.get("key") == b"value"
+    finally:
+        torch_hooks._servers.remove(store)

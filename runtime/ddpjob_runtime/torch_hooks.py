@@ -31,6 +31,9 @@ from ddpjob_runtime.borrowed import Hook, called, exists, instance_attribute, lo
 log = logging.getLogger("ddpjob_runtime.torch_hooks")
 
 VERSION = f"torch {torch.__version__}"
+# torch's libuv store server takes a listening socket from 2.8 on (pytorch#150215); an older
+# torch (a SageMaker image's) gets the socket with its classic server.
+_LIBUV_TAKES_LISTEN_FD = torch.__version__ >= "2.8"
 _ELASTIC = "torch.distributed.elastic"
 _API = f"{_ELASTIC}.agent.server.api"
 _AGENT = f"{_ELASTIC}.agent.server.local_elastic_agent:LocalElasticAgent"
@@ -107,6 +110,8 @@ class BoundTCPStore(dist.TCPStore):
                 log.warning("store on %s:%d listens on every interface (%s)", host_name, port, exc)
             else:
                 port, master_listen_fd = sock.getsockname()[1], sock.detach()
+        if master_listen_fd is not None and not _LIBUV_TAKES_LISTEN_FD:
+            use_libuv = False
         super().__init__(
             host_name, port, world_size, is_master, timeout, wait_for_workers, multi_tenant,
             master_listen_fd, use_libuv,
