@@ -1,14 +1,53 @@
-"""Fixtures shared by every test folder: a moto S3/SageMaker/Logs server over real HTTP."""
+"""Fixtures shared by every test folder: a moto S3/SageMaker/Logs server over real HTTP; and
+every test's tier (`unit`, `jobs` or `interop`, see docs/testing.md), given by what it uses."""
 
 from __future__ import annotations
 
 import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 REGION = "us-east-1"
+TESTS = Path(__file__).parent
+TIERS = ("unit", "jobs", "interop")
+#: Folders of tests that run the official SageMaker SDK (v2, v3's venv) or SageMaker's training
+#: toolkits; test files named *notebook* execute a notebook in a real kernel.
+INTEROP_FOLDERS = frozenset({"interop", "sdk3", "dlc"})
+INTEROP_FIXTURES = frozenset({"sdk3_python", "dlc_python", "sdk", "sdk_offline"})
+#: Folders and fixtures that start real local jobs, `ddpjob-train` hosts or a job's template
+#: (a process that imports torch).
+JOBS_FOLDERS = frozenset({"e2e"})
+JOBS_FIXTURES = frozenset({"run_hosts", "template"})
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier a test belongs to: a tier marker it has, else what it uses decides. `slow` (a
+    test that starts real jobs, marked by hand) outside the interop tier means `jobs`."""
+    marked = [tier for tier in TIERS if item.get_closest_marker(tier)]
+    if len(marked) > 1:
+        raise pytest.UsageError(f"{item.nodeid} is marked with more than one tier: {marked}")
+    if marked:
+        return marked[0]
+    path = Path(str(item.path)).relative_to(TESTS)
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if INTEROP_FOLDERS & set(path.parts) or fixtures & INTEROP_FIXTURES \
+            or "notebook" in path.name:
+        return "interop"
+    if JOBS_FOLDERS & set(path.parts) or fixtures & JOBS_FIXTURES \
+            or item.get_closest_marker("slow"):
+        return "jobs"
+    return "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its tier (`-m unit`, `-m jobs`, `-m interop`)."""
+    for item in items:
+        tier = tier_of(item)
+        if not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
 
 
 def free_port() -> int:
