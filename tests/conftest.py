@@ -27,6 +27,10 @@ JOBS_FIXTURES = frozenset({"run_hosts", "template", "finished"})
 #: Real servers and processes but no job: the moto server over HTTP (`aws_env`, `s3_bucket` and
 #: every fixture on them), a LocalSession of tests/local (its jobs' files, its S3 bucket).
 INTEGRATION_FIXTURES = frozenset({"moto_endpoint", "session"})
+#: Tests whose multi-host jobs use port 7777 (SageMaker's PyTorch toolkit, ModelTrainer's
+#: drivers): under `pytest -n 2 --dist loadgroup` they all run in one worker, one at a time
+#: (else a job waits for the port behind another worker's job and may time out).
+FIXED_PORT = pytest.mark.xdist_group("port-7777")
 
 
 def folder_tier(path: Path) -> str | None:
