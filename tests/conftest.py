@@ -42,18 +42,19 @@ def folder_tier(path: Path) -> str | None:
 
 
 def tier_of(item: pytest.Item) -> str:
-    """The tier a test belongs to: a tier marker it has, else what it uses decides. `slow` (a
-    test that starts real jobs, marked by hand) means `jobs` outside the interop tier."""
-    marked = [tier for tier in TIERS if item.get_closest_marker(tier)]
-    if len(marked) > 1:
-        raise pytest.UsageError(f"{item.nodeid} is marked with more than one tier: {marked}")
-    fixtures = set(getattr(item, "fixturenames", ()))
+    """The tier a test belongs to: its folder's, or a tier marker it has (one that disagrees
+    with its folder is an error), else what it uses decides. `slow` (a test that starts real
+    jobs, marked by hand) means `jobs`."""
     placed = folder_tier(Path(str(item.path)))
-    if marked or placed == "interop":
-        return marked[0] if marked else "interop"
+    given = {tier for tier in TIERS if item.get_closest_marker(tier)} | {placed} - {None}
+    if len(given) > 1:
+        raise pytest.UsageError(f"{item.nodeid} is given more than one tier: {sorted(given)}")
+    if given:
+        return given.pop()
+    fixtures = set(getattr(item, "fixturenames", ()))
     if fixtures & INTEROP_FIXTURES:
         return "interop"
-    if placed == "jobs" or fixtures & JOBS_FIXTURES or item.get_closest_marker("slow"):
+    if fixtures & JOBS_FIXTURES or item.get_closest_marker("slow"):
         return "jobs"
     return "integration" if fixtures & INTEGRATION_FIXTURES else "unit"
 
