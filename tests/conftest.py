@@ -31,6 +31,9 @@ INTEGRATION_FIXTURES = frozenset({"moto_endpoint", "session"})
 #: drivers): under `pytest -n 2 --dist loadgroup` they all run in one worker, one at a time
 #: (else a job waits for the port behind another worker's job and may time out).
 FIXED_PORT = pytest.mark.xdist_group("port-7777")
+#: The "s3" value of a test's file-or-S3 parameter whose S3 is the moto server, asked for inside
+#: the test (`request.getfixturevalue("s3_bucket")`), where the tier rules cannot see it.
+S3_ON_MOTO = pytest.param("s3", marks=pytest.mark.integration)
 
 
 def folder_tier(path: Path) -> str | None:
