@@ -62,7 +62,7 @@ ENV_FAILURE_DIR = "DDPJOB_FAILURE_DIR"
 ENV_STACKS_DIR = "DDPJOB_STACKS_DIR"
 STACKS_DIR = "tmp/stacks"
 ENV_STATUS_FILE = "DDPJOB_STATUS_FILE"  # the host's status file, for the agent's restarts
-ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template process (`zygote`), its unix socket name
+ENV_ZYGOTE = "DDPJOB_ZYGOTE"  # the job's template (`zygote`): `PID:PATH` of its unix socket
 # The template's last argument: it keeps spare worker interpreters (a warm pool's), or it is one.
 ZYGOTE_SPARES_FLAG, ZYGOTE_SPARE_FLAG = "--spares", "--spare"
 ZYGOTE_SPARE_ROLE = "spare-worker"  # a spare's process title: `ddpjob-spare-worker FOLDER`

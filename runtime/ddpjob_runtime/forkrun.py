@@ -14,6 +14,15 @@ Where no template is named (`DDPJOB_ZYGOTE` unset), it cannot serve, or it answe
 module runs as an interpreter of its own (a worker: its own str hash seed, as on SageMaker),
 the client becomes `python -m MODULE` itself (exec), as without templates.
 
+`DDPJOB_ZYGOTE` is `PID:PATH`: the template's pid and its socket, in the job's (or warm pool's)
+private folder. Before it sends anything (its environment holds the job's secrets) the client
+checks who serves the socket (SO_PEERCRED): this user, and the template's process itself (the
+template calls `listen`, so a process that took the socket over has other credentials). A
+template that is gone (nothing listens) is no danger: the client runs the module itself. One
+that is not the template is refused loudly (`UntrustedTemplateError`; a client exits
+`REFUSED_EXIT` with the reason on stderr and in the host's `output/failure`): running the
+module anyway would hide that someone serves the job's socket.
+
 A process that is itself forked from the template (a host's runtime, torchrun's agent) asks the
 template directly instead (`fork`: no client, an interpreter less per process) and holds a
 `Forked` handle, `subprocess.Popen`'s part that the launcher and torchrun use.
@@ -42,6 +51,12 @@ _RELAYED = (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP, _signal.SIGQUIT, _s
             _signal.SIGUSR2)
 _MAX_MESSAGE = 1 << 16
 _PR_SET_PDEATHSIG, _PR_GET_PDEATHSIG = 1, 2
+REFUSED_EXIT = 125  # a client that refused its template's socket: the module never started
+
+
+class UntrustedTemplateError(RuntimeError):
+    """`DDPJOB_ZYGOTE` names no template to trust: it is malformed, or a process other than the
+    template it names serves its socket (nothing was sent to that process)."""
 
 
 def command(module: str) -> list[str]:
@@ -50,9 +65,20 @@ def command(module: str) -> list[str]:
     return [sys.executable, "-I", "-S", os.path.abspath(__file__), module]
 
 
-def address(name: str) -> str:
-    """The socket address of the template named `name` ("@x" is the abstract name "\\0x")."""
-    return "\0" + name[1:] if name.startswith("@") else name
+def template_value(pid: int, path: str) -> str:
+    """`DDPJOB_ZYGOTE` for the template `pid` that serves the unix socket `path`."""
+    return f"{pid}:{path}"
+
+
+def reach(sock: _socket.socket, path: str, bind: bool = False) -> None:
+    """Connect `sock` (or `bind` it) to the unix socket `path` through an O_PATH fd of its
+    folder (`/proc/self/fd/N/NAME`): an address holds at most 107 bytes, a home's path may not
+    fit."""
+    folder = os.open(os.path.dirname(path), os.O_PATH | os.O_DIRECTORY)
+    try:
+        (sock.bind if bind else sock.connect)(f"/proc/self/fd/{folder}/{os.path.basename(path)}")
+    finally:
+        os.close(folder)
 
 
 def request_message(argv: list[str], env: dict[str, str], cwd: str,
@@ -91,13 +117,27 @@ def _exec_here(argv: list[str]) -> None:
     os.execve(sys.executable, plain_command(argv), plain_environment(dict(os.environ)))
 
 
-def _connect(name: str) -> _socket.socket | None:
+def _connect(value: str) -> _socket.socket | None:
+    """A connection to the template `value` (`DDPJOB_ZYGOTE`) names, its server checked; None
+    where nothing listens there (the template is gone). UntrustedTemplateError where the value
+    is malformed, or the socket's server is not the template (another pid or user)."""
+    pid, sep, path = value.partition(":")
+    if not (sep and pid.isascii() and pid.isdigit() and path.startswith("/")):
+        raise UntrustedTemplateError(
+            f"{contract.ENV_ZYGOTE} must be PID:/PATH/OF/SOCKET, got {value!r}")
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
     try:
-        sock.connect(address(name))
+        reach(sock, path)
+        creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
     except OSError:
         sock.close()
         return None
+    server = struct.unpack("iII", creds)[:2]  # the listening process's pid and uid
+    if server != (int(pid), os.getuid()):
+        sock.close()
+        raise UntrustedTemplateError(
+            f"the template socket {path} is served by pid {server[0]} of uid {server[1]}, not "
+            f"by the template (pid {pid} of uid {os.getuid()}): refused, nothing was sent")
     return sock
 
 
@@ -162,7 +202,8 @@ def fork(argv: list[str], env: dict[str, str], cwd: str,
          stdio: tuple[int, int, int] = (0, 1, 2)) -> Forked | None:
     """`python -m argv[0] argv[1:]` forked from the job's template (`env`'s `DDPJOB_ZYGOTE`) for
     this process, which must stay alive as long as the child should; None where no template
-    serves it (start it some other way)."""
+    serves it (start it some other way). UntrustedTemplateError where another process serves
+    the template's socket (`env` was not sent to it)."""
     name = env.get(contract.ENV_ZYGOTE)
     sock = _connect(name) if name else None
     pid = sock and _ask(sock, request_message(argv, env, cwd, os.getpid()), stdio)
@@ -195,10 +236,29 @@ def _exit_as(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
+def _refuse(reason: str) -> None:
+    """Exit `REFUSED_EXIT` with `reason` on stderr and, in a host (`output/` of its root
+    exists), as its failure unless one was written already: the job fails saying why."""
+    line = f"ddpjob_runtime.forkrun: {reason}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    root = os.environ.get(contract.ENV_ROOT) or contract.DEFAULT_ROOT
+    try:  # `failure.FAILURE_FILE` (that module's imports would slow the client)
+        out = os.open(os.path.join(root, contract.OUTPUT_DIR, "failure"),
+                      os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(out, line.encode(errors="replace"))
+    except OSError:  # no host's root here, or a failure is recorded already
+        pass
+    os._exit(REFUSED_EXIT)
+
+
 def run(argv: list[str]) -> None:
     """Run `python -m argv[0] argv[1:]` forked from the template; never returns."""
     name = os.environ.get(contract.ENV_ZYGOTE)
-    sock = _connect(name) if name else None
+    try:
+        sock = _connect(name) if name else None
+    except UntrustedTemplateError as exc:
+        _refuse(str(exc))
     if sock is None:
         _exec_here(argv)
     _die_with_launcher()

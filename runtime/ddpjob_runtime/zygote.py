@@ -30,11 +30,9 @@ OpenBLAS's single thread; everything else is the client's.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import importlib
-import json
 import logging
 import os
 import runpy
@@ -44,18 +42,17 @@ import socket
 import sys
 import tempfile
 import traceback
-import weakref
-from dataclasses import dataclass
 
-from ddpjob_runtime import childsetup, contract, processes, proctitle
+from ddpjob_runtime import childsetup, contract, cpython_hooks, processes, proctitle
+from ddpjob_runtime.forkrequest import Request, request_of
 from ddpjob_runtime.orphans import Orphans
 from ddpjob_runtime.spares import Spares, startup_environment, take_one
 
 log = logging.getLogger("ddpjob_runtime.zygote")
 
 # What the bootstrap, agents and workers import (not their own modules: those run as
-# `__main__`). torchrun's modules (`torch.distributed.run`) bind no `TCPStore` of their own
-# when imported, so the agent's loopback-bound store still replaces it (`agent.main`).
+# `__main__`). The agent's loopback-bound store still replaces torchrun's in the modules
+# imported here (`torch_hooks.install`).
 PRELOADED = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
              "encodings.idna",
              "ddpjob_runtime.environment", "ddpjob_runtime.hosts",
@@ -78,17 +75,6 @@ def fixed_hash_seed(value: str | None) -> int | None:
         return None
 
 
-@dataclass
-class Request:
-    """What a client asked for: `python -m argv[0] argv[1:]` with `env` in `cwd`; `launcher`
-    where the client asked for itself (else the client's parent is the launcher)."""
-
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str
-    launcher: int | None = None
-
-
 def _peer(conn: socket.socket) -> int:
     """The pid of the process that connected `conn`."""
     return int.from_bytes(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)[:4],
@@ -98,6 +84,16 @@ def _peer(conn: socket.socket) -> int:
 def _close(conn: socket.socket, fds: list[int]) -> None:
     for fd in fds:
         os.close(fd)
+    conn.close()
+
+
+def _refuse(conn: socket.socket, fds: list[int], reason: str) -> None:
+    """Tell the client why its request is refused (`F`), and close it and its fds."""
+    log.warning("refused a request: %s", reason)
+    for fd in fds:  # first: a client that has the answer knows they are closed
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        conn.send(f"F{reason}".encode())
     conn.close()
 
 
@@ -183,7 +179,11 @@ class Template:
                 self._client_gone(value) if kind == "client" else self._exited(value))
 
     def _accept(self) -> None:
-        conn, _ = self.listener.accept()
+        try:
+            conn, _ = self.listener.accept()
+        except OSError as exc:  # out of fds, a client gone already: the template serves on
+            log.warning("could not accept a client: %s", exc)
+            return
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
         pid, uid = int.from_bytes(creds[:4], "little"), int.from_bytes(creds[4:8], "little")
         if uid not in (os.getuid(), 0):
@@ -196,10 +196,14 @@ class Template:
         peer = self.selector.get_key(conn).data[1]
         self.selector.unregister(conn)
         try:
-            message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
+            message, fds, flags, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
         except OSError as exc:
             log.warning("a bad request from pid %d: %s", peer, exc)
             conn.close()
+            return None
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != 3:
+            _refuse(conn, fds, f"a request is at most {_MAX_REQUEST} bytes with 3 fds "
+                               f"(stdin, stdout, stderr); pid {peer} sent more, or fewer fds")
             return None
         request = self._parse(conn, message, fds)
         if request is None or self._forks(request):
@@ -214,10 +218,9 @@ class Template:
     def _parse(conn: socket.socket, message: bytes, fds: list[int]) -> Request | None:
         """The request in `message`; None (and `conn` and `fds` closed) when it is none."""
         try:
-            return Request(**json.loads(message))
-        except (ValueError, TypeError) as exc:
-            log.warning("a bad request: %s", exc)
-            _close(conn, fds)
+            return request_of(message)
+        except ValueError as exc:
+            _refuse(conn, fds, f"a bad request: {exc}")
             return None
 
     def _forks(self, request: Request) -> bool:
@@ -310,8 +313,8 @@ def preload() -> None:
     gc.disable()  # nothing to collect while importing: a pass would only cost time
     for name in PRELOADED:
         importlib.import_module(name)
-    for finalizer in list(weakref.finalize._registry):  # the one way to reach them
-        finalizer.atexit = False
+    cpython_hooks.check()
+    cpython_hooks.keep_finalizers_from_exit()
     gc.freeze()
     gc.enable()
 
@@ -335,7 +338,7 @@ def main(argv: list[str]) -> None:
     preload()
     request = template.serve_spare() if spare else template.serve()
     logging.root.handlers.clear()
-    _exit(_run(request, base_path))
+    cpython_hooks.exit_now(_run(request, base_path))  # without tearing the preloaded down
 
 
 def _run(request: Request, base_path: list[str]) -> int:
@@ -351,16 +354,6 @@ def _run(request: Request, base_path: list[str]) -> int:
         traceback.print_exc()
         return 1
     return 0
-
-
-def _exit(code: int) -> None:
-    """Exit as the interpreter would, but without tearing down the preloaded modules (slow,
-    and nothing of theirs is left to save): atexit handlers, flushed streams, then `_exit`."""
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":

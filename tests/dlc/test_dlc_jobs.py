@@ -107,7 +107,7 @@ def run_job(client: LocalSageMakerClient, request: dict[str, Any]) -> tuple[dict
     """Create the job, wait for its end; (DescribeTrainingJob, every host's log lines)."""
     job = run_request(client, request, TIMEOUT_S)
     name = request["TrainingJobName"]
-    logs = client.store.job_dir(name) / "logs"
+    logs = client.control.store.job_dir(name) / "logs"
     lines = [f"[{p.stem}] {line}" for p in sorted(logs.glob("*.log"))
              for line in p.read_text().splitlines()]
     return job, lines

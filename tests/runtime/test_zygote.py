@@ -314,7 +314,7 @@ def test_a_module_the_template_refuses_to_fork_runs_on_its_own_asked_once(
     threading.Thread(target=refuse, daemon=True).start()
     out = tmp_path / "out"
     try:
-        env = {**_env(None), "DDPJOB_ZYGOTE": str(tmp_path / "template.sock")}
+        env = {**_env(None), "DDPJOB_ZYGOTE": f"{os.getpid()}:{tmp_path / 'template.sock'}"}
         result = launcher.run([*forkrun.command("writer"), str(out)], env, str(code))
     finally:
         listener.close()

@@ -40,10 +40,6 @@ def _algorithm(request: dict[str, Any]) -> dict[str, Any]:
     return request.get("AlgorithmSpecification") or {}
 
 
-def is_container_request(request: dict[str, Any]) -> bool:
-    return bool(_algorithm(request).get("ContainerEntrypoint"))
-
-
 def _program_problem(program: str) -> str | None:
     """Why `program` (ContainerEntrypoint[0]) cannot start on a local host, or None."""
     where = "AlgorithmSpecification.ContainerEntrypoint[0]"
@@ -65,16 +61,8 @@ def _program_problem(program: str) -> str | None:
 
 
 def request_problem(request: dict[str, Any]) -> str | None:
-    """Why this machine cannot run the request's container command (one line), or None (also
-    for requests without one)."""
-    algorithm = _algorithm(request)
-    if not is_container_request(request):
-        if algorithm.get("ContainerArguments"):
-            return ("AlgorithmSpecification.ContainerArguments without ContainerEntrypoint: "
-                    "local hosts run ContainerEntrypoint + ContainerArguments, not the image's "
-                    "own entry point; give ContainerEntrypoint too")
-        return None
-    if problem := _program_problem(algorithm["ContainerEntrypoint"][0]):
+    """Why this machine cannot run the request's container command (one line), or None."""
+    if problem := _program_problem(_algorithm(request)["ContainerEntrypoint"][0]):
         return problem
     if (reason := sandbox.available()) is not None:
         return (f"AlgorithmSpecification.ContainerEntrypoint: a container command needs each "
@@ -88,12 +76,12 @@ DRIVERS_CHANNEL, TRAIN_SCRIPT = "sm_drivers", "sm_train.sh"  # ModelTrainer's (s
 
 
 def drivers_problem(request: dict[str, Any], bucket_root: Path) -> str | None:
-    """Why ModelTrainer's drivers, as its `sm_train.sh` in the request's drivers channel starts
-    them, cannot run on these local hosts (one line), or None: its MPI driver over several
-    hosts starts sshd on each (`/usr/sbin/sshd`), which local hosts do not run. The script is
-    read where this machine keeps it (the local bucket or a folder); a channel on S3 itself is
-    not read before the job."""
-    if not is_container_request(request) or request["ResourceConfig"].get("InstanceCount", 1) < 2:
+    """Why ModelTrainer's drivers, as its `sm_train.sh` in the drivers channel of a request
+    with a container command starts them, cannot run on these local hosts (one line), or None:
+    its MPI driver over several hosts starts sshd on each (`/usr/sbin/sshd`), which local hosts
+    do not run. The script is read where this machine keeps it (the local bucket or a folder);
+    a channel on S3 itself is not read before the job."""
+    if request["ResourceConfig"].get("InstanceCount", 1) < 2:
         return None
     uri = next((c["DataSource"]["S3DataSource"]["S3Uri"] for c in
                 request.get("InputDataConfig") or [] if c["ChannelName"] == DRIVERS_CHANNEL), "")

@@ -29,6 +29,7 @@ from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
 from ddpjob.local import (
     container_host,
     gpus,
+    hostkind,
     hostroot,
     instance_choice,
     interruptions,
@@ -86,7 +87,8 @@ class LocalControlPlane:
             kind = (candidate.get("ResourceConfig") or {}).get("InstanceType")
             visible = len(gpus.visible_gpus()) if gpus.uses_gpus(kind or "") and machine else None
             validation.check_create(candidate, visible)
-            if problem := container_host.drivers_problem(candidate, self.bucket_root):
+            if hostkind.of(candidate) is hostkind.CONTAINER and (
+                    problem := container_host.drivers_problem(candidate, self.bucket_root)):
                 raise validation.client_error("CreateTrainingJob", problem)
 
         chosen = instance_choice.choose(

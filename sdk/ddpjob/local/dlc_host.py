@@ -40,10 +40,6 @@ def dlc_tag(request: dict[str, Any]) -> str | None:
     return found[1] if found and found[0] in LOCAL_REPOSITORIES else None
 
 
-def is_dlc_request(request: dict[str, Any]) -> bool:
-    return dlc_tag(request) is not None
-
-
 def _toolkits_missing() -> str | None:
     python = hostpython.image_python()
     if python == sys.executable:

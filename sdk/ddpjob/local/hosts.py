@@ -79,11 +79,11 @@ def read_status(path: Path) -> dict[str, Any]:
 
 
 class Hosts:
-    """The host processes of the job in `job_dir`, as asked for by `request`."""
+    """The host processes of the job in `job_dir`, as asked for by `request` (of `kind`)."""
 
-    def __init__(self, request: dict[str, Any], job_dir: Path,
+    def __init__(self, request: dict[str, Any], job_dir: Path, kind: hostkind.HostKind,
                  template: Template | Lease | None = None, pool: Path | None = None):
-        self.request, self.job_dir = request, job_dir
+        self.request, self.job_dir, self.kind = request, job_dir, kind
         self.pool = pool  # the folder of the warm pool the job runs on (its hosts' caches)
         self.names = hostroot.host_names(request)
         self.procs: dict[str, subprocess.Popen] = {}
@@ -179,14 +179,14 @@ class Hosts:
         if own:
             hosts_file.write_text(
                 sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
-        if hostkind.forks_from_template(self.request):
+        if self.kind.forks_from_template():
             self.template.start()  # ddpjob's runtime: hosts, agents and workers forked from it
             command = self.template.command(BOOTSTRAP_MODULE)
         for host, gpu_ids in zip(self.names, slices, strict=True):
             host_staged = (staged or {}).get(host)
             mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged
             root = hostroot.prepare(self.request, host, port, self.job_dir, mounted, own)
-            host_command = hostkind.host_command(self.request, self.job_dir, host) or command
+            host_command = self.kind.host_command(self.job_dir, host) or command
             cache = self._pool_cache(host, root, own)
             if own:
                 host_command = self._isolated(host_command, root, host_staged, hosts_file, cache)

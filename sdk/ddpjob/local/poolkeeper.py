@@ -30,9 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import processes, proctitle
+from ddpjob_runtime import forkrun, processes, proctitle
 
 from ddpjob.local import poolcache, pools, proctree, templates
+from ddpjob.local.jobstore import JobStore
 from ddpjob.local.templates import Template
 
 log = logging.getLogger("ddpjob.local.poolkeeper")
@@ -117,8 +118,7 @@ def _terminate(pool: pools.Pool, reason: str, idle_only: bool = False) -> None:
     job holds it."""
     if pool.status == pools.TERMINATED or (idle_only and pool.status != pools.AVAILABLE):
         return
-    pool.status, pool.reason, pool.terminated_at = pools.TERMINATED, reason, time.time()
-    pool.supervisor_pid = None
+    pools.move(pool, pools.TERMINATED, reason=reason)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     def started(pool: pools.Pool) -> None:
         pool.keeper_pid, pool.template = os.getpid(), name
         pool.template_pid = template.proc.pid if template.proc else None
+        pool.template_started = proctree.started(pool.template_pid)
 
     pools.update(home, folder.name, started)
     reason, memory = "", MemoryWatch()
@@ -186,33 +187,53 @@ class Lease:
         self.job = request["TrainingJobName"]
         self.pool_id = ""
         self.reused_from = ""  # the job whose pool this job reuses ("" when started cold)
-        self.name = ""
+        self.name = ""  # the template's `DDPJOB_ZYGOTE` for the job's hosts, once started
+        self.pool_template = ""  # the pool's own
         self.template_pid: int | None = None  # read before any job process ran (`stop`)
+        # The pool's socket as the job's hosts reach it (their namespaces hide the pools).
+        self.socket_link = JobStore(home).job_dir(self.job) / templates.SOCKET_NAME
 
     def acquire(self) -> None:
         """Claim a matching Available pool, else create one and start its keeper (call it
         before the supervisor becomes a subreaper)."""
         pool = pools.claim(self.home, self.key, self.job, os.getpid())
         if pool is not None:
-            self.pool_id, self.reused_from, self.name = pool.id, pool.jobs[-2]["job"], pool.template
-            self.template_pid = pool.template_pid
+            self.pool_id, self.reused_from = pool.id, pool.jobs[-2]["job"]
+            self.pool_template, self.template_pid = pool.template, pool.template_pid
             return
         folder = pools.create(self.home, self.request, self.key, os.getpid(), self.preloaded)
         self.pool_id = folder.name
         spawn(folder, templates.hash_seed(self.request))
 
     def start(self) -> str:
-        """The template's name, once the pool's keeper started it."""
+        """The template's name, once the pool's keeper started it (again for each attempt's
+        hosts: `stop` removed the way to it)."""
         deadline = time.monotonic() + KEEPER_START_S
-        while not self.name and time.monotonic() < deadline:
+        while not self.pool_template and time.monotonic() < deadline:
             pool = pools.read(self.folder)
             if pool.template or pool.status == pools.TERMINATED:
-                self.name, self.template_pid = pool.template, pool.template_pid
+                self.pool_template, self.template_pid = pool.template, pool.template_pid
                 break
             time.sleep(0.01)
-        if not self.name:
+        if not self.pool_template:
             raise RuntimeError(f"the keeper of warm pool {self.pool_id} did not start")
+        self.name = self._reachable(self.pool_template)
         return self.name
+
+    def _reachable(self, value: str) -> str:
+        """The pool template's `DDPJOB_ZYGOTE` (`value`) as the job's hosts reach it: through a
+        hard link of its socket in the job's folder, which names the same socket, where the
+        hosts' namespaces hide the pools' folder (`hosts`)."""
+        if not value:
+            return value
+        pid, _, path = value.partition(":")
+        self.socket_link.unlink(missing_ok=True)
+        try:
+            os.link(path, self.socket_link)
+        except OSError as exc:  # the template is gone: its clients start their modules
+            log.warning("warm pool %s: its template's socket is gone (%s)", self.pool_id, exc)
+            return value
+        return forkrun.template_value(int(pid), str(self.socket_link))
 
     @property
     def folder(self) -> Path:
@@ -228,6 +249,8 @@ class Lease:
         pool, its template and its spare worker interpreters stay: they are the processes in
         the template's session, which no job process can join (a spare that was handed a
         worker exits with it)."""
+        self.socket_link.unlink(missing_ok=True)
+        self.name = ""
         pool_session = proctree.session_of(self.template_pid) if self.template_pid else None
         if pool_session is not None:
             proctree.end_below(self.template_pid, LEFTOVER_GRACE_S,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import fcntl
 import hashlib
 import json
@@ -36,10 +37,28 @@ from typing import Any
 from ddpjob_runtime import fsutil, proctitle
 from ddpjob_runtime.errors import UnsafePathError
 
+from ddpjob.job_status import InvalidTransition
 from ddpjob.local import poolcache, proctree
 from ddpjob.local.jobstore import private_dir, read_json, write_json
 
-IN_USE, AVAILABLE, TERMINATED, REUSED = "InUse", "Available", "Terminated", "Reused"
+
+class PoolStatus(str, enum.Enum):
+    """A warm pool's status, spelled as its record on disk and `WarmPoolStatus` spell it."""
+
+    IN_USE = "InUse"
+    AVAILABLE = "Available"
+    TERMINATED = "Terminated"
+
+
+IN_USE, AVAILABLE, TERMINATED = PoolStatus.IN_USE, PoolStatus.AVAILABLE, PoolStatus.TERMINATED
+REUSED = "Reused"  # WarmPoolStatus of a job whose pool a later job took; never a pool's own
+# A job takes an Available pool and gives it back at its end; a pool ends (its keep-alive
+# passed, a stop, its keeper or supervisor gone) from either, and never comes back.
+ALLOWED_POOL_MOVES: dict[PoolStatus, frozenset[PoolStatus]] = {
+    IN_USE: frozenset({AVAILABLE, TERMINATED}),
+    AVAILABLE: frozenset({IN_USE, TERMINATED}),
+    TERMINATED: frozenset(),
+}
 RECORD = "pool.json"
 KEEPER_MODULE = "ddpjob.local.poolkeeper"
 # What SageMaker compares to decide that a job may reuse a warm pool, and what this machine
@@ -56,19 +75,23 @@ class Pool:
 
     id: str
     key: str
-    status: str  # InUse, Available or Terminated
+    status: PoolStatus  # changed by `move` only
     keep_alive: int  # of the last job: how long the pool stays Available after it
     instance_type: str
     instance_count: int
     jobs: list[dict[str, Any]] = field(default_factory=list)  # {"job", "start", "end"}
     supervisor_pid: int | None = None  # of the job that holds it (InUse)
     keeper_pid: int | None = None
-    template: str = ""  # the template's socket name (DDPJOB_ZYGOTE)
+    template: str = ""  # what names the template to its clients (DDPJOB_ZYGOTE)
     template_pid: int | None = None
+    template_started: int | None = None  # with the pid, the template's identity (`proctree`)
     stop_requested: str = ""  # why it is to end (the keeper ends it)
     terminated_at: float | None = None
     reason: str = ""  # why it ended
     preloaded: bool = True  # whether it holds a template (its jobs' hosts run ddpjob's runtime)
+
+    def __post_init__(self) -> None:
+        self.status = PoolStatus(self.status)  # as read from the record
 
     @property
     def job(self) -> str:
@@ -80,6 +103,19 @@ class Pool:
         """When an Available pool ends (None while a job holds it)."""
         end = self.jobs[-1].get("end")
         return None if self.status != AVAILABLE or end is None else end + self.keep_alive
+
+
+def move(pool: Pool, new: PoolStatus, *, reason: str = "",
+         supervisor_pid: int | None = None) -> None:
+    """The one place a pool's status changes: to `new`, held by the job whose supervisor is
+    `supervisor_pid` (InUse) or ended for `reason` (Terminated); InvalidTransition when
+    `ALLOWED_POOL_MOVES` does not allow it (a bug in the caller)."""
+    if new not in ALLOWED_POOL_MOVES[pool.status]:
+        raise InvalidTransition(f"a warm pool cannot move from {pool.status.value} to "
+                                f"{new.value}")
+    if new is TERMINATED:
+        pool.reason, pool.terminated_at = reason, time.time()
+    pool.status, pool.supervisor_pid = new, supervisor_pid
 
 
 def _get(request: dict[str, Any], dotted: str) -> Any:
@@ -151,8 +187,9 @@ def seen(pool: Pool) -> Pool:
     """The pool as readers see it: one whose keeper is gone has ended (a copy)."""
     if pool.status == TERMINATED or proctree.is_alive(pool.keeper_pid) or not pool.keeper_pid:
         return pool
-    return dataclasses.replace(pool, status=TERMINATED, reason=pool.reason or "keeper gone",
-                               terminated_at=pool.terminated_at or time.time())
+    view = dataclasses.replace(pool)
+    move(view, TERMINATED, reason="keeper gone")
+    return view
 
 
 def claim(home: Path, key: str, job: str, supervisor_pid: int) -> Pool | None:
@@ -165,13 +202,21 @@ def claim(home: Path, key: str, job: str, supervisor_pid: int) -> Pool | None:
             if status == TERMINATED:  # its keeper may have died before removing it
                 poolcache.remove(entry)
             if (pool.key != key or status != AVAILABLE or pool.stop_requested
-                    or time.time() >= (pool.expires_at or 0)):
+                    or time.time() >= (pool.expires_at or 0) or not _has_template(pool)):
                 continue
-            pool.status, pool.supervisor_pid = IN_USE, supervisor_pid
+            move(pool, IN_USE, supervisor_pid=supervisor_pid)
             pool.jobs.append({"job": job, "start": time.time()})
             write(entry, pool)
             return pool
     return None
+
+
+def _has_template(pool: Pool) -> bool:
+    """Whether the pool's template, if it holds one, still runs: the recorded process, not
+    another that got its pid (its keeper ends it soon, but a job may ask before)."""
+    return not pool.preloaded or (
+        pool.template_started is not None
+        and proctree.started(pool.template_pid) == pool.template_started)
 
 
 def create(home: Path, request: dict[str, Any], key: str, supervisor_pid: int,
@@ -197,7 +242,7 @@ def release(home: Path, pool_id: str, job: str, seconds: int, end_reason: str = 
         if pool.job != job or pool.status != IN_USE:
             return
         pool.jobs[-1]["end"] = time.time()
-        pool.status, pool.supervisor_pid = AVAILABLE, None
+        move(pool, AVAILABLE)
         pool.keep_alive = min(pool.keep_alive, seconds) if pool.stop_requested else seconds
         pool.stop_requested = pool.stop_requested or end_reason
 
@@ -271,7 +316,7 @@ def warm_pool_status(home: Path, job: str) -> dict[str, object] | None:
                 "ResourceRetainedBillableTimeInSeconds": int(max(0, nxt["start"] - end))}
     status = pool.status if end is not None or pool.status == TERMINATED else IN_USE
     until = pool.terminated_at if pool.status == TERMINATED else time.time()
-    answer: dict[str, object] = {"Status": status}
+    answer: dict[str, object] = {"Status": status.value}
     if end is not None:
         answer["ResourceRetainedBillableTimeInSeconds"] = int(max(0, (until or end) - end))
     return answer
@@ -280,7 +325,7 @@ def warm_pool_status(home: Path, job: str) -> dict[str, object] | None:
 def summary(pool: Pool) -> dict[str, object]:
     """What `ddpjob pools list` and `LocalSession.warm_pools` show of a pool."""
     expires = pool.expires_at
-    return {"Name": pool.id, "Status": pool.status, "Job": pool.job,
+    return {"Name": pool.id, "Status": pool.status.value, "Job": pool.job,
             "Jobs": [j["job"] for j in pool.jobs], "InstanceType": pool.instance_type,
             "InstanceCount": pool.instance_count, "KeepAlivePeriodInSeconds": pool.keep_alive,
             "ExpiresInSeconds": None if expires is None else max(0, int(expires - time.time())),

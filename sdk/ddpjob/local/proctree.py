@@ -29,6 +29,13 @@ def is_alive(pid: int | None) -> bool:
     return fields is not None and fields[0] not in ("Z", "X")
 
 
+def started(pid: int | None) -> int | None:
+    """When `pid` started (clock ticks after boot), None when it is gone or a zombie: with the
+    pid, the identity of a process (a pid alone may be another's once it was reaped)."""
+    fields = _stat(pid) if pid else None
+    return int(fields[19]) if fields is not None and fields[0] not in ("Z", "X") else None
+
+
 def cmdline(pid: int) -> list[str]:
     """The process's arguments ([] when it is gone)."""
     try:

@@ -25,7 +25,7 @@ from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import DdpjobError, UserInputError
 from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
-from ddpjob.local import dlc_host, hostroot, logtail, pools, refusals
+from ddpjob.local import hostkind, hostroot, logtail, pools, refusals
 from ddpjob.local import interruptions as planned
 from ddpjob.local.boto3_client import LocalSageMakerClient
 from ddpjob.local.control_plane import LocalControlPlane
@@ -171,7 +171,7 @@ class LocalSession(BaseSession):
         self._client.interrupt(check_job_name(job_name), host, notice)
 
     def _reserve(self, request: dict[str, Any]) -> None:
-        if not dlc_host.is_dlc_request(request):  # the DLC's toolkits bring their own torch
+        if hostkind.of(request).needs_local_torch:
             require_torch()
         self._client.checked_request(request)  # and what this machine must have (GPUs)
         self._client.reserve(request["TrainingJobName"])

@@ -54,8 +54,9 @@ class Supervisor:
         self.store, self.name = store, name
         self.job_dir = store.job_dir(name)
         self.request = store.request(name)
-        self.lease = _lease(store.home, self.request)
-        self.hosts = Hosts(self.request, self.job_dir, self.lease)  # its pool: once acquired
+        self.kind = hostkind.of(self.request)
+        self.lease = _lease(store.home, self.request, self.kind)
+        self.hosts = Hosts(self.request, self.job_dir, self.kind, self.lease)  # pool: once acquired
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
         self.internal_error: str | None = None
@@ -180,7 +181,7 @@ class Supervisor:
         self.hosts.end_all(restarting=True)
         self.hosts.forget()
         self.cause = self.failed_host = self.hung = None
-        if not hostkind.runs_image_program(self.request):  # such a host restores its own
+        if not self.kind.restores_own_checkpoints:
             staging.stage_checkpoint(self.job_dir, self.request)
         if self._update(JobState.start_again).status is SecondaryStatus.STARTING:
             return True
@@ -256,7 +257,7 @@ class Supervisor:
     def _stage(self) -> dict[str, dict[str, object]] | None:
         """Stage the inputs once for all hosts; a host that runs the image's own program stages
         its own, as on SageMaker (`platform_duties`), so nothing is staged for it here."""
-        if hostkind.runs_image_program(self.request):
+        if not self.kind.stages_once:
             return None
         return staging.stage_job(self.store.home, self.job_dir, self.request, self.hosts.names)
 
@@ -264,7 +265,7 @@ class Supervisor:
         """Hosts that rendezvous on the containers' fixed port wait (Starting, naming the job
         ahead) until this job holds it (`fixed_port`); False when the job is stopped meanwhile
         or was pending longer than MaxPendingTimeInSeconds, as SageMaker stops such a job."""
-        if not (hostkind.runs_image_program(self.request) and len(self.hosts.names) > 1):
+        if not self.kind.on_fixed_port(len(self.hosts.names)):
             return True
         lock = fixed_port.PortLock(self.name)
         limit = (self.request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
@@ -289,7 +290,7 @@ class Supervisor:
             self.lease.acquire()
         except Exception:  # noqa: BLE001 - the job still runs, with a template of its own
             log.exception("no warm pool: the job starts its own template")
-            self.lease, self.hosts = None, Hosts(self.request, self.job_dir)
+            self.lease, self.hosts = None, Hosts(self.request, self.job_dir, self.kind)
             return
         self.hosts.pool = self.lease.folder  # known once claimed or created
         if self.lease.reused_from:
@@ -346,11 +347,11 @@ def _interruption_due(state: JobState, now: float) -> Mapping[str, object] | Non
     return None if planned is None else {**planned, "source": "schedule"}
 
 
-def _lease(home: Path, request: dict) -> poolkeeper.Lease | None:
+def _lease(home: Path, request: dict, kind: hostkind.HostKind) -> poolkeeper.Lease | None:
     """The job's warm pool when it asks for a keep-alive (None otherwise): one with a template
     when its hosts run ddpjob's runtime forked from one, else one without (what SageMaker keeps
     of an instance between jobs: the record and the hosts' caches; a fresh container runs)."""
-    preloaded = hostkind.forks_from_template(request)
+    preloaded = kind.forks_from_template()
     key = pools.match_key(request, preloaded)
     return None if key is None else poolkeeper.Lease(home, request, key, preloaded)
 

@@ -7,6 +7,11 @@ too (the template's name in `DDPJOB_ZYGOTE` turns that on). The listening
 socket is made here, before any host starts, and handed to the template: a client that
 connects while the template still imports torch waits in the socket's backlog.
 
+The socket is `SOCKET_NAME` in the template's folder (the job's or the warm pool's, private to
+this user), not a public abstract name another user could take once the template died. The
+template's process itself calls `listen` (between fork and exec), so the credentials its
+clients check (SO_PEERCRED: `forkrun`) are the template's pid and this user.
+
 Workers, which run user code, are not forked but start as interpreters of their own (each its
 own str hash seed, as on SageMaker), unless the job's environment fixes `PYTHONHASHSEED`: the
 template is started with the job's seed, so that its forked workers have it as every
@@ -20,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -35,6 +39,7 @@ SWITCH_ENV = "DDPJOB_PRELOAD"
 ZYGOTE_MODULE = "ddpjob_runtime.zygote"
 STOP_GRACE_S = 5.0
 HASH_SEED_ENV = "PYTHONHASHSEED"
+SOCKET_NAME = "template.sock"
 _OFF = ("0", "false", "no", "off")
 
 
@@ -73,10 +78,16 @@ class Template:
         A template still running from the job's last attempt is kept: it runs no job code."""
         if self.running_pid() is not None:
             return self.name
-        self.name = f"@ddpjob-zygote-{os.getpid()}-{secrets.token_hex(8)}"
+        path = self.folder / SOCKET_NAME
+        path.unlink(missing_ok=True)  # an earlier template's, gone
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as listener:
-            listener.bind("\0" + self.name[1:])
-            listener.listen(socket.SOMAXCONN)
+            forkrun.reach(listener, str(path), bind=True)
+            ends_with_us = processes.ends_with_this_process()
+
+            def in_the_template() -> None:  # its pid and uid become the socket's credentials
+                ends_with_us()
+                listener.listen(socket.SOMAXCONN)
+
             with open(self.log_file, "ab") as out:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", ZYGOTE_MODULE, str(listener.fileno()), str(self.folder),
@@ -84,8 +95,9 @@ class Template:
                     pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, start_new_session=True,
                     env={**environment(self.seed), "PYTHONUNBUFFERED": "1"},
-                    preexec_fn=processes.ends_with_this_process(),
+                    preexec_fn=in_the_template,
                 )  # fmt: skip
+        self.name = forkrun.template_value(self.proc.pid, str(path))
         log.info("started the job's template process (pid %d)", self.proc.pid)
         return self.name
 
@@ -108,4 +120,5 @@ class Template:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        (self.folder / SOCKET_NAME).unlink(missing_ok=True)
         self.proc, self.name = None, ""

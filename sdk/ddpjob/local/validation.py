@@ -132,10 +132,11 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
                                "use InstanceType and InstanceCount")
     kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
     _check_count(op, count)
-    if problem := hostkind.problem(request) or metrics.check(request):
+    hosts = hostkind.of(request)
+    if problem := hosts.problem(request) or metrics.check(request):
         raise client_error(op, problem)
     cpu = str(kind).startswith("ml.") and image_uris.processor(kind) == "cpu"
-    if kind not in LOCAL_INSTANCE_TYPES and not cpu and not hostkind.runs_image_program(request):
+    if kind not in LOCAL_INSTANCE_TYPES and not cpu and not hosts.runs_image_program:
         raise client_error(
             op,
             f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' or a "
@@ -148,7 +149,7 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             f"{count} GPU(s) on this machine, one set per simulated host; found {visible_gpus} "
             f"(CUDA_VISIBLE_DEVICES, else nvidia-smi)")
     hps = request.get("HyperParameters") or {}
-    if hostkind.needs_program(request) and not hps.get(contract.PROGRAM):
+    if hosts.needs_program and not hps.get(contract.PROGRAM):
         raise client_error(
             op, "HyperParameters.sagemaker_program (the entry point script) is required in "
                 "local mode unless AlgorithmSpecification.ContainerEntrypoint names the "
