@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,14 +33,15 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 
 @pytest.fixture
-def listener() -> Iterator[tuple[str, socket.socket]]:
-    """A fake template's name (`@...`, abstract) and its listening socket."""
-    name = f"@ddpjob-test-{uuid.uuid4().hex}"
+def listener(tmp_path: Path) -> Iterator[tuple[str, socket.socket]]:
+    """A fake template's `DDPJOB_ZYGOTE` (this process serves the socket, as a template does
+    its own) and its listening socket."""
+    path = str(tmp_path / "template.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
-        sock.bind(forkrun.address(name))
+        forkrun.reach(sock, path, bind=True)
         sock.listen(4)
         sock.settimeout(60)  # a client that never connects fails the test, never hangs it
-        yield name, sock
+        yield forkrun.template_value(os.getpid(), path), sock
 
 
 def wait_status(script: str) -> int:
@@ -156,10 +156,10 @@ def test_fork_asks_the_named_template_for_this_process(
                          "cwd": "/w", "launcher": os.getpid()}]
 
 
-def test_fork_without_a_serving_template_gives_none() -> None:
+def test_fork_without_a_serving_template_gives_none(tmp_path: Path) -> None:
     assert forkrun.fork(["mod"], {}, "/") is None
-    nobody = f"@ddpjob-test-{uuid.uuid4().hex}"
-    assert forkrun.fork(["mod"], {contract.ENV_ZYGOTE: nobody}, "/") is None
+    gone = forkrun.template_value(os.getpid(), str(tmp_path / "gone.sock"))
+    assert forkrun.fork(["mod"], {contract.ENV_ZYGOTE: gone}, "/") is None
 
 
 @contextlib.contextmanager
