@@ -1,14 +1,92 @@
-"""Fixtures shared by every test folder: a moto S3/SageMaker/Logs server over real HTTP."""
+"""Fixtures shared by every test folder: a moto S3/SageMaker/Logs server over real HTTP; and
+every test's tier (`unit`, `integration`, `jobs` or `interop`, see docs/testing.md), given by
+what it uses."""
 
 from __future__ import annotations
 
+import re
 import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 REGION = "us-east-1"
+TESTS = Path(__file__).parent
+TIERS = ("unit", "integration", "jobs", "interop")
+#: Folders of tests that run the official SageMaker SDK (v2, v3's venv) or SageMaker's training
+#: toolkits; test files named *notebook* execute a notebook in a real kernel.
+INTEROP_FOLDERS = frozenset({"interop", "sdk3", "dlc"})
+INTEROP_FIXTURES = frozenset({"sdk3_python", "dlc_python", "sdk", "sdk_offline"})
+#: What starts real local jobs, `ddpjob-train` hosts or a job's template (a process that imports
+#: torch): e2e's folder; `run_hosts` (tests/runtime), `template` (test_zygote.py), `finished`
+#: (test_cli.py); and the tests marked `slow` by hand.
+JOBS_FOLDERS = frozenset({"e2e"})
+JOBS_FIXTURES = frozenset({"run_hosts", "template", "finished"})
+#: Real servers and processes but no job: the moto server over HTTP (`aws_env`, `s3_bucket` and
+#: every fixture on them), a LocalSession of tests/local (its jobs' files, its S3 bucket).
+INTEGRATION_FIXTURES = frozenset({"moto_endpoint", "session"})
+#: Tests whose multi-host jobs use port 7777 (SageMaker's PyTorch toolkit, ModelTrainer's
+#: drivers): under `pytest -n 2 --dist loadgroup` they all run in one worker, one at a time
+#: (else a job waits for the port behind another worker's job and may time out).
+FIXED_PORT = pytest.mark.xdist_group("port-7777")
+#: The "s3" value of a test's file-or-S3 parameter whose S3 is the moto server, asked for inside
+#: the test (`request.getfixturevalue("s3_bucket")`), where the tier rules cannot see it.
+S3_ON_MOTO = pytest.param("s3", marks=pytest.mark.integration)
+
+
+def folder_tier(path: Path) -> str | None:
+    """The tier of every test under `path` that its place alone decides, if any."""
+    parts = set(path.relative_to(TESTS).parts)
+    if INTEROP_FOLDERS & parts or "notebook" in path.name:
+        return "interop"
+    return "jobs" if JOBS_FOLDERS & parts else None
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The tier a test belongs to: its folder's, or a tier marker it has (one that disagrees
+    with its folder is an error), else what it uses decides. `slow` (a test that starts real
+    jobs, marked by hand) means `jobs`."""
+    placed = folder_tier(Path(str(item.path)))
+    given = {tier for tier in TIERS if item.get_closest_marker(tier)} | {placed} - {None}
+    if len(given) > 1:
+        raise pytest.UsageError(f"{item.nodeid} is given more than one tier: {sorted(given)}")
+    if given:
+        return given.pop()
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if fixtures & INTEROP_FIXTURES:
+        return "interop"
+    if fixtures & JOBS_FIXTURES or item.get_closest_marker("slow"):
+        return "jobs"
+    return "integration" if fixtures & INTEGRATION_FIXTURES else "unit"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its tier (`-m unit`, `-m "unit or integration"`, ...)."""
+    for item in items:
+        tier = tier_of(item)
+        if not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Skip importing a file whose place decides its tier when `-m`, an expression of tier
+    names alone, selects none of its tests (the SDK's and torch's imports cost the unit tier
+    seconds); any other `-m` collects everything as usual."""
+    tier = folder_tier(collection_path) if collection_path.is_relative_to(TESTS) else None
+    return True if tier and not selects(config.option.markexpr, tier) else None
+
+
+def selects(markexpr: str, tier: str) -> bool:
+    """Whether `-m markexpr` can select a test of `tier` (True unless it names tiers only)."""
+    tokens = re.findall(r"[()]|[^\s()]+", markexpr)
+    if not tokens or any(t not in {*TIERS, "and", "or", "not", "(", ")"} for t in tokens):
+        return True
+    try:  # validated above: tier names, and/or/not and parentheses only
+        return bool(eval(" ".join(tokens), {"__builtins__": {}}, {t: t == tier for t in TIERS}))
+    except SyntaxError:
+        return True  # pytest reports the bad expression itself
 
 
 def free_port() -> int:

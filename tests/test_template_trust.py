@@ -201,6 +201,7 @@ def test_a_socket_served_by_another_process_than_the_named_template_is_refused(
     assert not marker.exists()
 
 
+@pytest.mark.jobs  # starts a real template (no `template` fixture: a folder of its own)
 def test_a_template_whose_folder_is_longer_than_a_socket_address_serves(tmp_path: Path) -> None:
     """A unix socket address holds at most 107 bytes, a home's path may not fit: the template
     binds and its clients connect through an fd of the folder."""

@@ -12,6 +12,8 @@ from ddpjob import PyTorch
 from ddpjob.errors import StorageError, UserInputError
 from ddpjob_runtime import storage
 
+from tests.conftest import S3_ON_MOTO
+
 
 def _write_checkpoint(root: Path, step: int, payload: bytes, complete: bool = True) -> None:
     folder = root / f"step-{step:09d}"
@@ -36,7 +38,7 @@ def layout(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", S3_ON_MOTO])
 def checkpoint_uri(request: Any, layout: Path) -> str:
     if request.param == "file":
         return (layout / "run-1").as_uri()

@@ -12,9 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from ddpjob import official_sdk
 
 from tests.client.scripts import ORACLE, PROBE, REPO, run_script
+
+pytestmark = pytest.mark.interop  # runs the official SDK's own code (in processes of their own)
 
 
 def test_the_installed_sdk_is_found_as_v2() -> None:

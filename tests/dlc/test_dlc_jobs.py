@@ -27,9 +27,10 @@ from ddpjob import packaging
 from ddpjob.local import sandbox
 from ddpjob.local.boto3_client import LocalSageMakerClient
 
+from tests.conftest import FIXED_PORT
 from tests.local.conftest import assert_no_processes, local_session_at, run_request
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, FIXED_PORT]
 
 JOBS = Path(__file__).parent / "jobs"
 TARGET = [3.0, -1.0, 2.0, 5.0]

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from ddpjob import packaging
 
+from tests.conftest import FIXED_PORT
 from tests.dlc.test_dlc_jobs import dlc_image, dlc_request, run_job
 from tests.local.conftest import assert_no_processes, local_session_at
 from tests.local.test_job_packages import PACKAGE, SCRIPT, _installed_here, make_wheel
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, FIXED_PORT]
 
 
 def test_a_dlc_jobs_requirements_stay_in_the_job(s3_bucket: str, tmp_path: Path,

@@ -9,10 +9,11 @@ from pathlib import Path
 import boto3
 import pytest
 
+from tests.conftest import FIXED_PORT
 from tests.dlc.test_dlc_jobs import TARGET, TIMEOUT_S, dlc_image, dlc_request, upload_code
 from tests.local.conftest import assert_no_processes, local_session_at, wait_until_ended
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, FIXED_PORT]
 
 
 def test_two_dlc_jobs_submitted_together_both_complete_one_after_the_other(

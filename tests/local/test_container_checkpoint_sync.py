@@ -10,6 +10,7 @@ import pytest
 from ddpjob.local import sandbox
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import FIXED_PORT
 from tests.e2e.test_every_host_checkpoints import CLASH, JOBS, keys
 from tests.local.conftest import (
     assert_no_processes,
@@ -18,7 +19,7 @@ from tests.local.conftest import (
     wait_until_ended,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, FIXED_PORT]
 
 
 def test_every_hosts_checkpoint_folder_reaches_s3(session: LocalSession, s3_bucket: str) -> None:

@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 from ddpjob.local import failure_cause, sandbox
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import FIXED_PORT
 from tests.local.conftest import assert_no_processes, log_text, training_request, wait_until_ended
 
 needs_namespaces = pytest.mark.skipif(
@@ -152,6 +153,7 @@ def test_program_cause_reads_the_log_then_falls_back(
 
 
 @pytest.mark.slow
+@FIXED_PORT
 @needs_namespaces
 def test_a_failing_command_names_the_host_and_the_scripts_exception(
         session: LocalSession, s3_bucket: str) -> None:
@@ -197,6 +199,7 @@ def four_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
+@FIXED_PORT
 @needs_namespaces
 @pytest.mark.parametrize(("instance_type", "expected"), [
     ("local_gpu", ["0,1", "2,3"]),  # an equal share of the machine's

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from ddpjob.local import hostpython
 
+pytestmark = pytest.mark.integration  # builds host venvs and runs their pip and torchrun
+
 # A machine's nvidia-smi with two GPUs (the tool is the machine's, not ours: a stand-in).
 MACHINE_SMI = """#!/bin/sh
 if [ "$1" = "--list-gpus" ]; then

@@ -12,6 +12,8 @@ import torch
 from ddpjob_runtime import checkpoints, storage
 from ddpjob_runtime.errors import StorageError
 
+from tests.conftest import S3_ON_MOTO
+
 
 @pytest.fixture
 def ckpt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
@@ -205,7 +207,7 @@ def test_failed_upload_surfaces_at_next_save(ckpt: Path, aws_env: str, monkeypat
         checkpoints.save({"v": 2}, step=2)
 
 
-@pytest.mark.parametrize("store", ["file", "s3"])
+@pytest.mark.parametrize("store", ["file", S3_ON_MOTO])
 @pytest.mark.parametrize("hostile", ["absolute", "dotdot"])
 def test_restore_refuses_a_hostile_manifest(ckpt: Path, tmp_path: Path, request,
                                             monkeypatch, store: str, hostile: str) -> None:

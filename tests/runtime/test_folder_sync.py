@@ -13,6 +13,8 @@ from ddpjob_runtime.folder_sync import FolderSync
 from ddpjob_runtime.mirrors import in_step_folder
 from ddpjob_runtime.upload_stamps import Writer
 
+from tests.conftest import S3_ON_MOTO
+
 
 def _files(folder: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): p.read_text()
@@ -83,7 +85,7 @@ def _clash_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
             if r.levelno == logging.WARNING and "wrote different bytes" in r.getMessage()]
 
 
-@pytest.fixture(params=["file", "s3"])
+@pytest.fixture(params=["file", S3_ON_MOTO])
 def shared_uri(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The one checkpoint URI of a job's hosts: a local folder, or a prefix on the moto server."""
     if request.param == "file":

@@ -28,6 +28,7 @@ from botocore.exceptions import ClientError
 from ddpjob.local import sandbox
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import FIXED_PORT
 from tests.local.conftest import (
     assert_no_processes,
     local_session_at,
@@ -37,6 +38,7 @@ from tests.local.conftest import (
 
 pytestmark = [
     pytest.mark.slow,
+    FIXED_PORT,
     pytest.mark.skipif(sandbox.available() is not None,
                        reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
 ]

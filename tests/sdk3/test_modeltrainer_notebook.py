@@ -12,10 +12,12 @@ import nbformat
 import pytest
 from ddpjob.local import sandbox
 
+from tests.conftest import FIXED_PORT
 from tests.local.conftest import assert_no_processes
 
 pytestmark = [
     pytest.mark.slow,
+    FIXED_PORT,
     pytest.mark.skipif(sandbox.available() is not None,
                        reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
 ]

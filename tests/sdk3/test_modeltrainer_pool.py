@@ -17,12 +17,14 @@ import pytest
 from ddpjob.local import sandbox
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import FIXED_PORT
 from tests.local.conftest import assert_no_processes, local_session_at, processes_under, wait_for
 from tests.local.test_pool_cache import stop_pools
 from tests.sdk3.test_modeltrainer_local import _source, modeltrainer_request, run_job
 
 pytestmark = [
     pytest.mark.slow,
+    FIXED_PORT,
     pytest.mark.skipif(sandbox.available() is not None,
                        reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
 ]

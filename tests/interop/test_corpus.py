@@ -6,7 +6,7 @@ ddpjob.Session on fake credentials whose every HTTP request raises, so a built r
 that nothing was sent (calls for `local`/`local_gpu` get a LocalSession in a temporary home,
 as the official SDK gives them its local session: a dry run asks nothing of this machine).
 
-How many build: `python -m pytest -q tests/client/test_corpus.py -k call_builds` (74 of 74;
+How many build: `python -m pytest -q tests/interop/test_corpus.py -k call_builds` (74 of 74;
 68 before the fixes of issue 17).
 """
 
