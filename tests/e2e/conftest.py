@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from ddpjob import LocalSession, PyTorch
+from ddpjob_runtime.contract import RANK_LINE_REGEX
 
 from tests.local.conftest import (
     assert_no_processes,
@@ -34,6 +35,7 @@ STEPS, SLEEP_S, INTERRUPT_AT = 20, 0.5, 4
 KEEP = 3  # checkpoints.save's default number of complete checkpoints kept
 
 _STEP = re.compile(r"\bstep=(\d+) loss=(\S+)")
+_RANK_PREFIX = re.compile(f"^{RANK_LINE_REGEX}")
 _RESUMED = re.compile(r"\bresumed rank=(\d+) step=(\d+)")
 _FRESH = re.compile(r"\bfresh start rank=(\d+)")
 
@@ -74,8 +76,10 @@ def wait_until_ended(session: LocalSession, name: str) -> dict[str, Any]:
 
 
 def log_lines(session: LocalSession, name: str, host: str = "algo-1") -> list[str]:
-    """What host `host` of the job logged, read through the session's log API."""
-    return [line for h, line in session.logs(name, follow=False) if h == host]
+    """What host `host` of the job logged, read through the session's log API, each worker's
+    line without the `[rank N] ` it is logged with (`contract.RANK_LINE_REGEX`)."""
+    return [_RANK_PREFIX.sub("", line, count=1)
+            for h, line in session.logs(name, follow=False) if h == host]
 
 
 def hosts_of(job: dict[str, Any]) -> list[str]:
