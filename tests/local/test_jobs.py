@@ -222,9 +222,9 @@ def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
              if (session.job_dir("orphan") / "logs/algo-1.log").exists() else False,
              JOB_TIMEOUT_S, "the job to run")  # fmt: skip
     # The supervisor records Training on its next look at the hosts, after the script printed.
-    wait_for(lambda: client.store.state("orphan").status.value == "Training", 30,
+    wait_for(lambda: client.control.store.state("orphan").status.value == "Training", 30,
              "the supervisor to record Training")
-    pid = client.store.state("orphan").supervisor_pid
+    pid = client.control.store.state("orphan").supervisor_pid
     subprocess.run(["kill", "-KILL", str(pid)], check=True)
     job = wait_until_ended(session, "orphan", timeout_s=30)
     assert job["TrainingJobStatus"] == "Failed"
@@ -236,4 +236,4 @@ def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
     assert session.describe("orphan").raw["TrainingJobStatus"] == "Failed"
     assert session.list()[0]["TrainingJobStatus"] == "Failed"
     assert state_file.read_bytes() == before
-    assert client.store.state("orphan").status.value == "Training"
+    assert client.control.store.state("orphan").status.value == "Training"
