@@ -31,11 +31,11 @@ class JobLogStreams:
     """The log streams of the jobs of one local control plane (one home)."""
 
     def __init__(self, control: LocalControlPlane):
-        self.client = control
+        self.control = control
 
     def knows(self, job: str) -> bool:
         """Whether `job` is a job of this home (its logs are here)."""
-        return bool(JOB_NAME_PATTERN.match(job)) and self.client.store.exists(job)
+        return bool(JOB_NAME_PATTERN.match(job)) and self.control.store.exists(job)
 
     @staticmethod
     def job_of(params: dict[str, Any]) -> str:
@@ -52,22 +52,22 @@ class JobLogStreams:
         job = prefix.split("/", 1)[0]
         if not self.knows(job):
             return {}
-        epoch = int(self.client.store.state(job).creation_time)
-        job_dir = self.client.store.job_dir(job)
+        epoch = int(self.control.store.state(job).creation_time)
+        job_dir = self.control.store.job_dir(job)
         found = {f"{job}/{host}-{epoch}": hostroot.log_file(job_dir, host)
-                 for host in hostroot.host_names(self.client.store.request(job))}
+                 for host in hostroot.host_names(self.control.store.request(job))}
         return {name: path for name, path in sorted(found.items())
                 if name.startswith(prefix) and path.is_file() and path.stat().st_size}
 
     def _ended(self, stream: str) -> bool:
         job = stream.split("/", 1)[0]
-        status = self.client.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]
+        status = self.control.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]
         return status in TERMINAL_STATUSES
 
     def _as_events(self, stream: str, lines: list[bytes], first: int) -> list[tuple[dict, int]]:
         """Each whole line (newline stripped) as an event, with the offset after it; the
         first line starts at byte `first`."""
-        stamp = int(self.client.store.state(stream.split("/", 1)[0]).creation_time * 1000)
+        stamp = int(self.control.store.state(stream.split("/", 1)[0]).creation_time * 1000)
         found, offset = [], first
         for line in lines:
             offset += len(line) + 1

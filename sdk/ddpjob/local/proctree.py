@@ -23,17 +23,20 @@ def _stat(pid: int) -> list[str] | None:
 
 def is_alive(pid: int | None) -> bool:
     """Whether `pid` runs (a zombie, dead but not yet reaped, counts as gone)."""
-    if not pid:
-        return False
-    fields = _stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X")
+    return _live_stat(pid) is not None
 
 
 def started(pid: int | None) -> int | None:
     """When `pid` started (clock ticks after boot), None when it is gone or a zombie: with the
     pid, the identity of a process (a pid alone may be another's once it was reaped)."""
+    fields = _live_stat(pid)
+    return int(fields[19]) if fields is not None else None
+
+
+def _live_stat(pid: int | None) -> list[str] | None:
+    """`_stat(pid)` of a live process (None when it is gone or a zombie)."""
     fields = _stat(pid) if pid else None
-    return int(fields[19]) if fields is not None and fields[0] not in ("Z", "X") else None
+    return fields if fields is not None and fields[0] not in ("Z", "X") else None
 
 
 def cmdline(pid: int) -> list[str]:
