@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from ddpjob import LocalSession
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 
 SOURCE = Path(__file__).parents[1] / "examples" / "modeltrainer"
 EPOCHS = 20

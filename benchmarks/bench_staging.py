@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bench_transfers import _free_port, _serve, _wait_for_port
 from ddpjob import LocalSession, PyTorch
-from ddpjob.local.staging import cache_of
+from ddpjob.local.run.staging import cache_of
 
 BUCKET = "bench-staging"
 SCRIPT = """\

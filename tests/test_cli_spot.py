@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from ddpjob.cli import main
-from ddpjob.local.interruptions import GRACE_ENV
+from ddpjob.local.run.interruptions import GRACE_ENV
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import JOB_TIMEOUT_S, JOBS, assert_no_processes, wait_for

@@ -1,5 +1,5 @@
 """Whom the template's socket trusts, and whom its clients trust (`ddpjob_runtime.zygote`,
-`forkrun`, `ddpjob.local.templates`, warm pools): real templates, a real second user
+`forkrun`, `ddpjob.local.run.templates`, warm pools): real templates, a real second user
 (`nobody`, through `setpriv`: these tests run as root), real jobs on real warm pools."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddpjob.local import proctree
+from ddpjob.local.run import proctree
+from ddpjob.local.run.templates import Template
 from ddpjob.local.session import LocalSession
-from ddpjob.local.templates import Template
 from ddpjob_runtime import forkrun
 
 from tests.local.conftest import (
@@ -367,7 +367,7 @@ def _pool_job(session: LocalSession, tmp_path: Path, name: str) -> dict[str, Any
 
 
 def _pool(session: LocalSession, job: str) -> dict[str, Any]:
-    from ddpjob.local import pools
+    from ddpjob.local.warmpools import pools
 
     return json.loads((pools.pools_dir(session.home) / _pool_name(session, job)
                        / pools.RECORD).read_text())

@@ -2,9 +2,9 @@
 
 Rows `timestamp` (seconds since the training started), `metric_name`, `value`, oldest first, as
 a pandas DataFrame (the rows as dicts: the session's `metric_series`). A local job's series is
-what its supervisor matched in the hosts' logs (`ddpjob.local.metrics`); a SageMaker job's comes
-from CloudWatch (namespace `/aws/sagemaker/TrainingJobs`, one-minute averages, as the official
-SDK reads it).
+what its supervisor matched in the hosts' logs (`ddpjob.local.watch.metrics`); a SageMaker
+job's comes from CloudWatch (namespace `/aws/sagemaker/TrainingJobs`, one-minute averages, as
+the official SDK reads it).
 """
 
 from __future__ import annotations

@@ -355,7 +355,7 @@ def markdown_table() -> str:
 
 def log_no_local_effect(request: Mapping[str, Any]) -> None:
     """Log the members of `request` that have no effect on this machine (the table's "local
-    mode" column; what local mode refuses is `ddpjob.local.refusals`)."""
+    mode" column; what local mode refuses is `ddpjob.local.control.refusals`)."""
     for row in ROWS:
         if row.local == NO_EFFECT and _read(row.member)(request) not in (None, row.default):
             logger.warning("%s has no effect on this machine (local mode)", row.name)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddpjob.local import validation
+from ddpjob.local.control import validation
 from ddpjob.local.session import LocalSession
 from ddpjob_runtime import environment, launcher
 

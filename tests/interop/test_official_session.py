@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob.errors import UserInputError
-from ddpjob.local import log_streams
+from ddpjob.local.aws import log_streams
 from ddpjob.local.session import LOCAL_ROLE, LocalSession
 
 from tests.interop.conftest import IMAGE_URI, TRAIN_SCRIPT, OffMachineRequest

@@ -21,7 +21,7 @@ from pathlib import Path
 home = Path(sys.argv[1])
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(home)], check=True)
 from botocore.exceptions import ClientError
-from ddpjob.local.official_session import boto_session
+from ddpjob.local.aws.official_session import boto_session
 from ddpjob.local.session import LocalSession
 
 s3 = boto_session(LocalSession(home / "home")).client("s3")

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from ddpjob.local.official_session import boto_session
+from ddpjob.local.aws.official_session import boto_session
 from ddpjob.local.session import LocalSession
 
 from tests.conftest import REGION

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
 from tests.conftest import FIXED_PORT

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from ddpjob.job_status import EndCause, SecondaryStatus
-from ddpjob.local.decision import (
+from ddpjob.local.run.decision import (
     Decision,
     Observation,
     decide,
     platform_failure,
     should_retry,
 )
-from ddpjob.local.failure_cause import HostFailure
+from ddpjob.local.run.failure_cause import HostFailure
 
 RUNNING = {"algo-1": None, "algo-2": None}
 

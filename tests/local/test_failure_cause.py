@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ddpjob.local import failure_cause
+from ddpjob.local.run import failure_cause
 from ddpjob_runtime import failure
 
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddpjob.local import fixed_port
-from ddpjob.local.fixed_port import PortLock, wait_for
+from ddpjob.local.isolation import fixed_port
+from ddpjob.local.isolation.fixed_port import PortLock, wait_for
 
 
 class FakeClock:
@@ -61,7 +61,7 @@ def test_pending_past_the_limit_or_a_stop_ends_the_wait(tmp_path: Path) -> None:
 def test_a_lock_whose_holder_died_is_free(tmp_path: Path) -> None:
     """flock ends with its holder's descriptor: a killed supervisor blocks nobody."""
     code = (f"import sys; sys.path[:0] = {sys.path!r}\n"
-            f"from pathlib import Path\nfrom ddpjob.local.fixed_port import PortLock\n"
+            f"from pathlib import Path\nfrom ddpjob.local.isolation.fixed_port import PortLock\n"
             f"assert PortLock('dead', folder=Path({str(tmp_path)!r})).try_take() is None\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert PortLock("alive", folder=tmp_path).try_take() is None

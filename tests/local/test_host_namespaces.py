@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 import torch
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 from ddpjob_runtime import storage
 

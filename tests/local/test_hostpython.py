@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ddpjob.local import hostpython
+from ddpjob.local.hostkinds import hostpython
 
 pytestmark = pytest.mark.integration  # builds host venvs and runs their pip and torchrun
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ddpjob.local import logtail
+from ddpjob.local.watch import logtail
 
 
 def test_log_tail_yields_whole_lines_per_host_and_the_rest_at_the_end(tmp_path: Path) -> None:

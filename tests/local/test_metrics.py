@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob import analytics
-from ddpjob.local import metric_matcher, metrics
+from ddpjob.local.watch import metric_matcher, metrics
 
 from tests.local.conftest import (
     assert_no_processes,

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import JOBS, log_text, source_tar, training_request

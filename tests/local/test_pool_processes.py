@@ -11,8 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-from ddpjob.local import pools, proctree, sandbox
+from ddpjob.local.isolation import sandbox
+from ddpjob.local.run import proctree
 from ddpjob.local.session import LocalSession
+from ddpjob.local.warmpools import pools
 
 from tests.local.conftest import assert_no_processes, log_text, wait_for
 from tests.local.test_warm_pools import _pool_of, _request, _run, _spares_ready, _warm

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from ddpjob.job_status import InvalidTransition
-from ddpjob.local import poolkeeper, pools
-from ddpjob.local.pools import ALLOWED_POOL_MOVES, Pool, PoolStatus
+from ddpjob.local.warmpools import poolkeeper, pools
+from ddpjob.local.warmpools.pools import ALLOWED_POOL_MOVES, Pool, PoolStatus
 
 S = PoolStatus
 ALLOWED = {(S.IN_USE, S.AVAILABLE), (S.IN_USE, S.TERMINATED), (S.AVAILABLE, S.IN_USE),

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from ddpjob.local import control_plane
+from ddpjob.local.control import control_plane
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import JOBS, log_text, source_tar, training_request, wait_until_ended
@@ -22,7 +22,7 @@ SUPERVISORS = Path(__file__).parent / "supervisors"
 # kernel would hand out automatically is asked for, so the reserved one is seen never given.
 _KERNEL_PROBE = textwrap.dedent("""
     import json, socket, subprocess
-    from ddpjob.local.hosts import reserve_port
+    from ddpjob.local.run.hosts import reserve_port
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     with open("/proc/sys/net/ipv4/ip_local_port_range", "w") as f:
         f.write("40000 40003")

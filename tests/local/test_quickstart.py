@@ -10,7 +10,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import EXAMPLE, JOB_TIMEOUT_S, assert_no_processes, log_text

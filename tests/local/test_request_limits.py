@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
-from ddpjob.local import model_limits, sandbox, validation
+from ddpjob.local.control import model_limits, validation
+from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 from ddpjob.request import service_model
 

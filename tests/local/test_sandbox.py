@@ -1,5 +1,5 @@
-"""`ddpjob.local.sandbox`: a host's own mount namespace, with real mounts, as root and as an
-unprivileged user; its decisions (the switch, the hosts file, bad input)."""
+"""`ddpjob.local.isolation.sandbox`: a host's own mount namespace, with real mounts, as root and
+as an unprivileged user; its decisions (the switch, the hosts file, bad input)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 
 from tests.local.conftest import machine_state
 

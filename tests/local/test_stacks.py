@@ -13,8 +13,8 @@ import pytest
 import yaml
 from ddpjob.cli import main
 from ddpjob.errors import DdpjobError, JobNotFoundError
-from ddpjob.local import stacks
 from ddpjob.local.session import LocalSession
+from ddpjob.local.watch import stacks
 from ddpjob.pytorch import PyTorch
 from ddpjob_runtime import contract, stackdump
 
@@ -263,8 +263,8 @@ def test_a_titled_supervisor_or_pool_keeper_is_still_recognised(tmp_path: Path,
                                                                  role: str) -> None:
     """The client tells its live supervisors and pool keepers from reused pids by their command
     lines: titled ones too, and only those of their own job or pool."""
-    from ddpjob.local.control_plane import LocalControlPlane
-    from ddpjob.local.pools import Pool, _is_keeper
+    from ddpjob.local.control.control_plane import LocalControlPlane
+    from ddpjob.local.warmpools.pools import Pool, _is_keeper
 
     folder = tmp_path / "home" / "jobs" / "job-1"
     proc = subprocess.Popen([sys.executable, "-c", _TITLED, role, str(folder)],

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import boto3
 import pytest
-from ddpjob.local import sandbox, staging
-from ddpjob.local.datacache import DataCache
+from ddpjob.local.isolation import sandbox
+from ddpjob.local.run import staging
+from ddpjob.local.run.datacache import DataCache
 from ddpjob.local.session import LocalSession
 from ddpjob_runtime import storage
 

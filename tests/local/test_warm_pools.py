@@ -13,8 +13,8 @@ import pytest
 from botocore.exceptions import ClientError
 from ddpjob.cli import main as cli_main
 from ddpjob.errors import UserInputError
-from ddpjob.local.poolkeeper import MIN_AVAILABLE_ENV
 from ddpjob.local.session import LocalSession
+from ddpjob.local.warmpools.poolkeeper import MIN_AVAILABLE_ENV
 
 from tests.local.conftest import (
     JOBS,

@@ -25,7 +25,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
 from tests.conftest import FIXED_PORT

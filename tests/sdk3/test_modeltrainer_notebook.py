@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 
 from tests.conftest import FIXED_PORT
 from tests.local.conftest import assert_no_processes

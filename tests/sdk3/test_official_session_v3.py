@@ -20,7 +20,7 @@ from typing import Any
 
 import boto3
 import pytest
-from ddpjob.local import sandbox
+from ddpjob.local.isolation import sandbox
 
 from tests.local.conftest import assert_no_processes, local_session_at
 

@@ -25,17 +25,21 @@ from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import DdpjobError, UserInputError
 from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
-from ddpjob.local import hostkind, hostroot, logtail, pools, refusals
-from ddpjob.local import interruptions as planned
-from ddpjob.local.boto3_client import LocalSageMakerClient
-from ddpjob.local.control_plane import LocalControlPlane
-from ddpjob.local.jobstore import check_own_dir, check_path_to
-from ddpjob.local.validation import LOCAL_ROLE
+from ddpjob.local.aws.boto3_client import LocalSageMakerClient
+from ddpjob.local.control import refusals
+from ddpjob.local.control.control_plane import LocalControlPlane
+from ddpjob.local.control.jobstore import check_own_dir, check_path_to
+from ddpjob.local.control.validation import LOCAL_ROLE
+from ddpjob.local.hostkinds import hostkind
+from ddpjob.local.isolation import hostroot
+from ddpjob.local.run import interruptions as planned
+from ddpjob.local.warmpools import pools
+from ddpjob.local.watch import logtail
 from ddpjob.naming import check_job_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.config import Config
-    from ddpjob.local.interruptions import Interruption
+    from ddpjob.local.run.interruptions import Interruption
 
 HOME_ENV = "DDPJOB_HOME"
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
@@ -113,7 +117,7 @@ class LocalSession(BaseSession):
         `sagemaker.core.helper.session_helper.Session`, v2's `sagemaker.Session`) whose AWS
         requests for training jobs this machine answers: give it to a v3 `ModelTrainer` or a
         v2 estimator as `sagemaker_session`, and its jobs run here (see `official_session`)."""
-        from ddpjob.local.official_session import official_session
+        from ddpjob.local.aws.official_session import official_session
 
         return official_session(self)
 
@@ -184,7 +188,7 @@ class LocalSession(BaseSession):
 
     def _metric_series(self, job: JobDescription,
                        metric_names: list[str]) -> list[MetricRow]:
-        from ddpjob.local import metrics
+        from ddpjob.local.watch import metrics
 
         start = (job.training_start_time or job.creation_time).timestamp()
         found = metrics.series(self.job_dir(job.name))
@@ -219,7 +223,7 @@ class LocalSession(BaseSession):
         while the others wait in a collective. JobNotFoundError for an unknown job; DdpjobError
         for one that has ended (its log holds the stacks of the ranks still running when it was
         stopped)."""
-        from ddpjob.local import stacks
+        from ddpjob.local.watch import stacks
 
         job = self.describe(job_name)
         if job.is_terminal:
@@ -243,8 +247,8 @@ class LocalSession(BaseSession):
     def cache_report(self, clear: bool = False) -> list[str]:
         """The lines `ddpjob cache info` (`clear`: `cache clear`) prints of the jobs' cache of
         `s3://` channel objects."""
-        from ddpjob.local.datacache import human_bytes
-        from ddpjob.local.staging import cache_of
+        from ddpjob.local.run.datacache import human_bytes
+        from ddpjob.local.run.staging import cache_of
 
         cache = cache_of(self.home)
         freed = [f"{cache.root}: freed {human_bytes(cache.evict(0))}"] if clear else []

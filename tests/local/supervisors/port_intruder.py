@@ -14,7 +14,8 @@ import json
 import socket
 from pathlib import Path
 
-from ddpjob.local import hostroot, supervisor
+from ddpjob.local.isolation import hostroot
+from ddpjob.local.run import supervisor
 
 _held: list[socket.socket] = []
 _prepare = hostroot.prepare

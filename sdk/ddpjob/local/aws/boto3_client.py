@@ -1,0 +1,79 @@
+"""`LocalSageMakerClient`: boto3's SageMaker client for training jobs, run on this machine.
+
+A thin face over `LocalControlPlane` for code written against boto3 (the official SageMaker
+SDK through `official_session()`, scripts): the same five training-job methods, each refusal
+raised as boto3 raises SageMaker's (`ClientError` with its error code, `ParamValidationError`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ddpjob.errors import ControlPlaneError
+from ddpjob.local.control.control_plane import LocalControlPlane
+from ddpjob.request import service_model
+
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.errorfactory import BaseClientExceptions
+
+    from ddpjob.local.run.interruptions import Interruption
+
+
+class LocalSageMakerClient:
+    """boto3's SageMaker client for training jobs (create, describe, stop, update, list) whose
+    jobs run as local processes under `home`; `control` answers them."""
+
+    def __init__(self, home: str | Path, planned: Sequence[Interruption] = ()):
+        self.control = LocalControlPlane(home, planned)
+
+    @functools.cached_property
+    def exceptions(self) -> BaseClientExceptions:
+        """The error classes boto3's SageMaker client has (`ResourceInUse`, …)."""
+        from botocore.errorfactory import ClientExceptionsFactory
+
+        return ClientExceptionsFactory().create_client_exceptions(service_model())
+
+    @property
+    def bucket_root(self) -> Path:
+        """The folder of the emulated `sagemaker-local` bucket of this client's home."""
+        return self.control.bucket_root
+
+    def create_training_job(self, **kwargs: Any) -> dict[str, Any]:
+        """CreateTrainingJob: the job starts in the background."""
+        return self._answer(self.control.create_training_job, kwargs)
+
+    def describe_training_job(self, **kwargs: Any) -> dict[str, Any]:
+        """DescribeTrainingJob."""
+        return self._answer(self.control.describe_training_job, kwargs)
+
+    def stop_training_job(self, **kwargs: Any) -> dict[str, Any]:
+        """StopTrainingJob."""
+        return self._answer(self.control.stop_training_job, kwargs)
+
+    def update_training_job(self, **kwargs: Any) -> dict[str, Any]:
+        """UpdateTrainingJob (a warm pool's keep-alive)."""
+        return self._answer(self.control.update_training_job, kwargs)
+
+    def list_training_jobs(self, **kwargs: Any) -> dict[str, Any]:
+        """ListTrainingJobs."""
+        return self._answer(self.control.list_training_jobs, kwargs)
+
+    def _answer(self, method: Callable[..., dict[str, Any]],
+                kwargs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return method(**kwargs)
+        except ControlPlaneError as error:
+            raise self._aws_error(error) from None
+
+    def _aws_error(self, error: ControlPlaneError) -> Exception:
+        """The botocore error whose answer is `error`'s (what SageMaker would have said)."""
+        if error.code == "ParamValidationError":
+            from botocore.exceptions import ParamValidationError
+
+            return ParamValidationError(report=error.service_message)
+        response = {"Error": {"Code": error.code, "Message": error.service_message},
+                    "ResponseMetadata": {"HTTPStatusCode": 400}}
+        return self.exceptions.from_code(error.code)(response, error.operation)

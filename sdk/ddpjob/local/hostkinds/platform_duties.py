@@ -1,0 +1,85 @@
+"""What SageMaker itself does around a training container, done on this machine for a host that
+runs the image's own program (SageMaker's PyTorch toolkit, or a request's container command such
+as ModelTrainer's drivers), which does none of it.
+
+Before the program starts: the config files under `input/config` (host names `algo-N` where the
+host has its own namespace and `/etc/hosts`, else loopback addresses, which the toolkit resolves
+and torchrun connects to), every channel staged into `input/data/<channel>`, and everything
+under `CheckpointConfig.S3Uri` brought down into the checkpoint folder. While it runs: every
+host's new or changed files of its checkpoint folder uploaded to `S3Uri`, stamped with the job and
+host so that different bytes from two hosts under one name are warned about
+(`ddpjob_runtime.folder_sync`, the runtime's own sync), and from the first host those of the
+TensorBoard folder to `TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of
+both and, from the first host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz`
+under `<S3OutputPath>/<job>/output/`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime import channels, contract, storage
+from ddpjob_runtime.environment import checkpoint_local_dir
+from ddpjob_runtime.folder_sync import FolderSync
+from ddpjob_runtime.mirrors import tensorboard_sync as tensorboard_sync_of
+from ddpjob_runtime.platform_config import ChannelSource
+from ddpjob_runtime.upload_stamps import Writer
+
+from ddpjob.local.isolation import hostroot
+
+
+def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dict[str, object]:
+    """`{file under input/config: content}` as SageMaker writes them for `host`, a file:// code
+    URI made a path (the toolkit reads paths). Host names are `algo-N` in the host's own
+    namespace (its `/etc/hosts` resolves them), else their loopback addresses."""
+    files = hostroot.sagemaker_files(request, host)  # no platform.json: no ddpjob runtime
+    if not own_namespace:
+        addresses = hostroot.loopback_addresses(request)
+        resources = files[contract.RESOURCE_CONFIG_FILE]
+        resources["current_host"] = addresses[host]
+        resources["hosts"] = list(addresses.values())
+        resources["instance_groups"][0]["hosts"] = list(addresses.values())
+    hyperparameters = dict(files[contract.HYPERPARAMETERS_FILE])
+    if contract.SUBMIT_DIRECTORY in hyperparameters:
+        uri = json.loads(hyperparameters[contract.SUBMIT_DIRECTORY])
+        location = storage.parse(uri, argument=contract.SUBMIT_DIRECTORY)
+        if not location.is_s3:
+            hyperparameters[contract.SUBMIT_DIRECTORY] = json.dumps(str(location.path))
+    files[contract.HYPERPARAMETERS_FILE] = hyperparameters
+    return files
+
+
+def stage_channels(request: dict[str, Any], root: Path) -> None:
+    """Every channel's S3Prefix into `input/data/<channel>`, as the runtime stages a channel."""
+    channels.stage({c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
+                    for c in request.get("InputDataConfig") or []},
+                   lambda name: root / contract.DATA_DIR / name)
+
+
+def checkpoint_sync(request: dict[str, Any], host: str, root: Path) -> FolderSync:
+    """SageMaker's checkpoint sync between the checkpoint folder of `host` (every host has
+    one) and CheckpointConfig.S3Uri: all of S3Uri down before the job, the host's new or
+    changed files up while and after it runs."""
+    config = request.get("CheckpointConfig") or {}
+    return FolderSync(checkpoint_local_dir(root, config), config.get("S3Uri"),
+                      writer=Writer(request["TrainingJobName"], host))
+
+
+def tensorboard_sync(request: dict[str, Any], host: str, root: Path) -> FolderSync:
+    """The upload of TensorBoardOutputConfig's folder, from the first host (a no-op elsewhere
+    and without the config)."""
+    first = hostroot.host_names(request).index(host) == 0
+    return tensorboard_sync_of(root, request.get("TensorBoardOutputConfig") if first else None)
+
+
+def upload_results(request: dict[str, Any], host: str, root: Path) -> None:
+    """From the first host: `model/` and `output/data/` as tar.gz under the job's output path."""
+    if hostroot.host_names(request).index(host) != 0:
+        return
+    from ddpjob_runtime.bootstrap import upload_results as upload
+
+    prefix = storage.join(request["OutputDataConfig"]["S3OutputPath"],
+                          request["TrainingJobName"], "output")
+    upload(root / contract.MODEL_DIR, root / contract.OUTPUT_DIR / "data", prefix)
