@@ -46,7 +46,8 @@ def main() -> None:
     })
     try:
         import torch
-        from ddpjob_runtime import checkpoints, storage
+        from ddpjob_runtime import checkpoints
+        from ddpjob_runtime.shared import storage
 
         storage.client().create_bucket(Bucket="bench")
         # a model-like state: 64 tensors of 1M float32 each (4 MB), plus small entries

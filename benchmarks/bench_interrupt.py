@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ddpjob import LocalSession, PyTorch
-from ddpjob_runtime import checkpoints
+from ddpjob_runtime.platform import checkpoint_restore
 
 GOAL = 1.2
 T = TypeVar("T")
@@ -162,7 +162,7 @@ def run_job(session: LocalSession, source: Path, marks: Path, checkpoint: str,
 def time_restore(checkpoint: str, folder: Path) -> float:
     """Seconds to bring the latest checkpoint of `checkpoint` down into the empty `folder`."""
     started = time.perf_counter()
-    if checkpoints.restore_latest(checkpoint, folder) is None:
+    if checkpoint_restore.restore_latest(checkpoint, folder) is None:
         raise RuntimeError(f"no complete checkpoint under {checkpoint}")
     return time.perf_counter() - started
 

@@ -145,7 +145,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="bench-staging-") as tmp:
             _wait_for_port(port)
-            from ddpjob_runtime import storage
+            from ddpjob_runtime.shared import storage
 
             source, data = Path(tmp, "src"), Path(tmp, "data")
             source.mkdir()

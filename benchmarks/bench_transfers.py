@@ -1,4 +1,4 @@
-"""S3 transfers of ddpjob_runtime.storage against the AWS CLI, same moto endpoint, same run.
+"""S3 transfers of ddpjob_runtime.shared.storage against the AWS CLI, same moto endpoint, same run.
 
 Four cases, each timed for ours and for the CLI, alternating which goes first, medians printed
 with the ratio ours/CLI (goal <= 1.0):
@@ -117,7 +117,7 @@ def main() -> None:
     os.environ.pop("AWS_ENDPOINT_URL_S3", None)
     try:
         _wait_for_port(port)
-        from ddpjob_runtime import storage
+        from ddpjob_runtime.shared import storage
 
         storage.client().create_bucket(Bucket=BUCKET)
         big, small = _make_files(work, args.size_mb, args.files)

@@ -1,6 +1,6 @@
 """The canary for what the runtime borrows from torch's and CPython's internals
-(`ddpjob_runtime.torch_hooks`, `ddpjob_runtime.cpython_hooks`), and the plain behaviour that
-runs where a borrowed member moved."""
+(`ddpjob_runtime.job.torch_hooks`, `ddpjob_runtime.localkit.cpython_hooks`), and the plain behaviour
+that runs where a borrowed member moved."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from ddpjob_runtime import borrowed, cpython_hooks, launcher, torch_hooks
+from ddpjob_runtime.job import launcher, torch_hooks
+from ddpjob_runtime.localkit import cpython_hooks
+from ddpjob_runtime.shared import borrowed
 
 from tests.conftest import free_port
 
@@ -36,7 +38,7 @@ def test_a_changed_signature_turns_off_its_hook_alone_with_one_line(
     from torch.distributed.elastic.agent.server.local_elastic_agent import LocalElasticAgent
 
     monkeypatch.setattr(LocalElasticAgent, "_rendezvous", lambda self, worker_group, why: None)
-    with caplog.at_level(logging.WARNING, logger="ddpjob_runtime.borrowed"):
+    with caplog.at_level(logging.WARNING, logger="ddpjob_runtime.shared.borrowed"):
         usable = borrowed.usable(torch_hooks.HOOKS, torch_hooks.VERSION)
     assert usable == {h.name for h in torch_hooks.HOOKS} - {torch_hooks.RESTARTS.name}
     [line] = caplog.messages
@@ -83,7 +85,7 @@ def test_a_pybind_signature_is_read_from_its_docstring() -> None:
 
 _EXIT = """
 import atexit, sys
-from ddpjob_runtime import cpython_hooks
+from ddpjob_runtime.localkit import cpython_hooks
 if sys.argv[1] == "moved":
     del atexit._run_exitfuncs
 cpython_hooks.check()
@@ -126,7 +128,7 @@ LocalElasticAgent._restart_workers = lambda self, worker_group, why=None: restar
 start = handlers.get_subprocess_handler
 handlers.get_subprocess_handler = lambda *args, **kwargs: start(*args, **kwargs)
 
-from ddpjob_runtime import agent
+from ddpjob_runtime.job import agent
 sys.exit(agent.main(sys.argv[1:]))
 """
 _TRAIN = """

@@ -1,4 +1,4 @@
-"""Whom the template's socket trusts, and whom its clients trust (`ddpjob_runtime.zygote`,
+"""Whom the template's socket trusts, and whom its clients trust (`ddpjob_runtime.localkit.zygote`,
 `forkrun`, `ddpjob.local.run.templates`, warm pools): real templates, a real second user
 (`nobody`, through `setpriv`: these tests run as root), real jobs on real warm pools."""
 
@@ -21,7 +21,7 @@ import pytest
 from ddpjob.local.run import proctree
 from ddpjob.local.run.templates import Template
 from ddpjob.local.session import LocalSession
-from ddpjob_runtime import forkrun
+from ddpjob_runtime.shared import forkrun
 
 from tests.local.conftest import (
     JOBS,

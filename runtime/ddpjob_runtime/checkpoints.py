@@ -24,23 +24,23 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ddpjob_runtime import contract, environment, fsutil, storage
-from ddpjob_runtime.checkpoint_layout import (
+from ddpjob_runtime.platform import environment
+from ddpjob_runtime.platform.checkpoint_restore import CORRUPT, remote_listing
+from ddpjob_runtime.shared import contract, fsutil, storage
+from ddpjob_runtime.shared.checkpoint_layout import (
     MANIFEST,
     STATE,
     CheckpointError,
     Manifest,
     corrupt_file,
     file_path,
-    group_by_step,
     local_complete,
-    parse_manifest,
     read_manifest,
     step_dir_name,
     steps,
     write_manifest,
 )
-from ddpjob_runtime.errors import StorageError
+from ddpjob_runtime.shared.errors import StorageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch.serialization import MAP_LOCATION
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 DEFAULT_KEEP = 3
-CORRUPT = "skipping corrupt checkpoint %s (sha256 does not match its manifest); trying older ones"
 
 
 def checkpoint_dir() -> Path:
@@ -115,66 +114,6 @@ def _newest_intact(root: Path, found: list[int]) -> Path:
         corrupt.append(str(bad))
     raise CheckpointError(f"no checkpoint verifies: {', '.join(corrupt)} (sha256 does not "
                           f"match the manifest)")
-
-
-# ---------------------------------------------------------------- restoring (bootstrap)
-
-
-def _remote_listing(uri: str) -> dict[int, dict[str, int]]:
-    return group_by_step((info.key, info.size) for info in storage.list_objects(uri))
-
-
-def _remote_manifest(remote: str, sizes: dict[str, int]) -> Manifest | None:
-    """The manifest of the remote checkpoint folder when it is complete and safe, else None."""
-    try:
-        manifest = parse_manifest(storage.read_bytes(storage.join(remote, MANIFEST)), remote)
-    except CheckpointError as exc:
-        log.warning("ignoring checkpoint %s: %s", remote, exc)
-        return None
-    if not manifest.is_complete(sizes):
-        log.warning("skipping incomplete checkpoint %s", remote)
-        return None
-    return manifest
-
-
-def restore_latest(uri: str, local_dir: Path) -> int | None:
-    """Bring the latest complete checkpoint under `uri` down into `local_dir`; return its step.
-
-    Called by the bootstrap before the user's script starts. `uri` is a folder (`run-1` never
-    sees `run-10/`); a checkpoint counts when its manifest is there, names only files inside
-    its folder, and every file it lists has the listed size. Files land before the manifest,
-    so an interrupted restore looks incomplete. One whose sha256 does not match its manifest
-    is left where it landed with a warning, and the next older one is brought down (for
-    `load_latest` to fall back to). Returns None when `uri` holds no complete one.
-    """
-    local_dir = Path(local_dir)
-    for step, sizes in reversed(_remote_listing(uri).items()):
-        if MANIFEST not in sizes:
-            continue
-        remote = storage.join(uri, step_dir_name(step))
-        manifest = _remote_manifest(remote, sizes)
-        if manifest is None:
-            continue
-        folder = local_dir / step_dir_name(step)
-        if local_complete(folder) != manifest:  # else already here (a restart on this host)
-            _download(remote, folder, manifest)
-            log.info("restored checkpoint %s from %s", folder, uri)
-        bad = corrupt_file(folder, manifest)
-        if bad is None:
-            return step
-        log.warning(CORRUPT, bad)
-    return None
-
-
-def _download(remote: str, folder: Path, manifest: Manifest) -> None:
-    """The files of checkpoint `remote`, then its manifest, into `folder`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MANIFEST).unlink(missing_ok=True)
-    for name in manifest.files:
-        storage.download_file(storage.join(remote, name), file_path(folder, name))
-    storage.download_file(storage.join(remote, MANIFEST), folder / MANIFEST)
-    if local_complete(folder) is None:
-        raise CheckpointError(f"{folder}: restored checkpoint does not match its manifest")
 
 
 # ---------------------------------------------------------------- writing (rank 0)
@@ -261,7 +200,7 @@ def upload_if_missing(folder: Path, uri: str) -> None:
     manifest = local_complete(folder)
     if manifest is None:
         raise CheckpointError(f"{folder}: not a complete checkpoint")
-    remote = _remote_listing(uri).get(manifest.step, {})
+    remote = remote_listing(uri).get(manifest.step, {})
     if MANIFEST in remote and manifest.is_complete(remote):
         return
     log.info("uploading checkpoint %s to %s (its upload was interrupted)", folder, uri)
@@ -281,7 +220,7 @@ def _prune_local(root: Path, keep: int) -> None:
 
 
 def _prune_remote(uri: str, keep: int) -> None:
-    listing = _remote_listing(uri)
+    listing = remote_listing(uri)
     for step in _older(list(listing), [s for s, sizes in listing.items() if MANIFEST in sizes],
                        keep):
         prefix = storage.join(uri, step_dir_name(step))

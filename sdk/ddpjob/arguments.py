@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ddpjob_runtime import contract, storage
-from ddpjob_runtime.hyperparameters import check_user_hyperparameters, decode, is_reserved
+from ddpjob_runtime.shared import contract, storage
+from ddpjob_runtime.shared.hyperparameters import check_user_hyperparameters, decode, is_reserved
 
 from ddpjob import backends, gitsource, naming, validation
 from ddpjob.definition import DEFAULT_MAX_RUN

@@ -3,7 +3,7 @@
 The official SageMaker SDK's key layout: a file goes to `<key_prefix>/<name>` (its URI is
 returned), a folder's files to `<key_prefix>/<relative path>` (the prefix's URI is returned).
 The bucket's root is a folder URI that the session picks (`s3://` or, for the local default
-bucket, `file://`); transfers go through `ddpjob_runtime.storage`.
+bucket, `file://`); transfers go through `ddpjob_runtime.shared.storage`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import fsutil, storage
+from ddpjob_runtime.shared import fsutil, storage
 
 from ddpjob.errors import UnsafePathError, UserInputError
 

@@ -1,7 +1,7 @@
 """The complete checkpoints under a `checkpoint_s3_uri` (s3:// or file://), listed or downloaded.
 
-The layout is `ddpjob_runtime.checkpoint_layout`'s, the URI always treated as a folder (`run-1`
-never lists `run-10`); incomplete checkpoints (an upload in progress or cut short) and ones
+The layout is `ddpjob_runtime.shared.checkpoint_layout`'s, the URI always treated as a folder
+(`run-1` never lists `run-10`); incomplete checkpoints (an upload in progress or cut short) and ones
 whose manifest is unreadable or names files outside their folder are ignored.
 """
 
@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ddpjob_runtime import storage
-from ddpjob_runtime.checkpoint_layout import (
+from ddpjob_runtime.shared import storage
+from ddpjob_runtime.shared.checkpoint_layout import (
     MANIFEST,
     CheckpointError,
     Manifest,

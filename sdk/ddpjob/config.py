@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from ddpjob import arguments, backends
 from ddpjob.errors import UserInputError

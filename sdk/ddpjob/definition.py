@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddpjob_runtime.storage import Location
+from ddpjob_runtime.shared.storage import Location
 
 from ddpjob.inputs import Input
 from ddpjob.packaging import SourceSpec

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob_runtime.contract import (  # the hyperparameter names, spelled once
+from ddpjob_runtime.shared.contract import (  # the hyperparameter names, spelled once
     INSTANCE_TYPE,
     MAX_RESTARTS,
     MAX_RESTARTS_LIMIT,

@@ -1,6 +1,6 @@
 """Errors the client raises: one clear line each. The shared ones are the runtime's own classes."""
 
-from ddpjob_runtime.errors import (
+from ddpjob_runtime.shared.errors import (
     DdpjobError,
     InvalidURIError,
     ObjectNotFoundError,

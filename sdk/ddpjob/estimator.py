@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from ddpjob import arguments, backends, gitsource, naming, official_kwargs, packaging, planner
 from ddpjob import inputs as inputs_module

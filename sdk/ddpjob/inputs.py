@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from ddpjob.errors import UserInputError
 

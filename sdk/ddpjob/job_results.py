@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from ddpjob import checkpoint_store
 from ddpjob.analytics import TrainingJobAnalytics

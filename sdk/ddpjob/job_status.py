@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ddpjob_runtime import contract
+from ddpjob_runtime.shared import contract
 
 
 class TrainingJobStatus(str, enum.Enum):

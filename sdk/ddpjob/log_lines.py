@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ddpjob_runtime.contract import RANK_LINE_REGEX
+from ddpjob_runtime.shared.contract import RANK_LINE_REGEX
 
 _RANK_LINE = re.compile(RANK_LINE_REGEX)
 

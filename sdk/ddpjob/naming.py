@@ -10,7 +10,7 @@ import re
 import secrets
 import time
 
-from ddpjob_runtime.contract import JOB_NAME_PATTERN, MAX_JOB_NAME
+from ddpjob_runtime.shared.contract import JOB_NAME_PATTERN, MAX_JOB_NAME
 
 from ddpjob.errors import UserInputError
 

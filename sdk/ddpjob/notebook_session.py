@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING, Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from ddpjob import bucket_data, job_wait
 from ddpjob.errors import UserInputError

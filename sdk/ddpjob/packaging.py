@@ -13,6 +13,7 @@ code the job runs. A file over 100 MB is packed with a warning naming it.
 With `include_runtime`, the pure-Python `ddpjob_runtime` package is packed at the root too, beside
 the user's files: a job on SageMaker's own PyTorch container (which holds torch and SageMaker's
 training toolkits, not ddpjob) imports `ddpjob_runtime...` from its code folder, as on our backend.
+All of it but `ddpjob_runtime.localkit`, the template of local jobs' hosts, which never runs there.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpjob_runtime import contract, fsutil
+from ddpjob_runtime.shared import contract, fsutil
 
 from ddpjob.errors import UserInputError
 
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 ARCHIVE_NAME = contract.SOURCE_ARCHIVE
 LARGE_FILE_BYTES = 100 * 1000 * 1000  # users forget datasets and checkpoints in source_dir
 RUNTIME_PACKAGE = "ddpjob_runtime"
+LOCAL_ONLY = f"{RUNTIME_PACKAGE}/localkit"  # the local hosts' template: never shipped
 EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
 #: A repository's own data: its remotes (often with credentials) and history, never what a job
 #: runs; a folder, or a file in a worktree or submodule.
@@ -220,7 +222,9 @@ def archive_members(spec: SourceSpec, include_runtime: bool = False) -> list[tup
         members.extend(_members(dependency, dependency.name, dependency))
     if include_runtime:
         check_runtime_name_free(spec)
-        members.extend(_members(runtime_source(), RUNTIME_PACKAGE, runtime_source()))
+        members.extend(member for member in _members(runtime_source(), RUNTIME_PACKAGE,
+                                                      runtime_source())
+                       if member[0] != LOCAL_ONLY and not member[0].startswith(LOCAL_ONLY + "/"))
     names = [name for name, _ in members]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddpjob_runtime import contract, storage
-from ddpjob_runtime.hyperparameters import check_total, encode
+from ddpjob_runtime.shared import contract, storage
+from ddpjob_runtime.shared.hyperparameters import check_total, encode
 
 from ddpjob import arguments, inputs, packaging, uploads
 from ddpjob.base_session import BaseSession

@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob_runtime import contract
-from ddpjob_runtime.environment import container_path
+from ddpjob_runtime.shared import contract
+from ddpjob_runtime.shared.fsutil import container_path
 
 from ddpjob.errors import UserInputError
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import boto3
 import pytest
-from ddpjob.sagemaker.logs import LOG_GROUP
+from ddpjob_runtime.shared.contract import CLOUDWATCH_LOG_GROUP as LOG_GROUP
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-1"

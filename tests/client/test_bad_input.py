@@ -306,7 +306,7 @@ def test_one_bucket_naming_rule_everywhere(name: str, valid: bool, tmp_path: Pat
     (output_path, inputs, ...), `download_data(path, bucket)` and the config file agree."""
     from ddpjob.config import load_config
     from ddpjob.sagemaker.session import Session
-    from ddpjob_runtime import storage
+    from ddpjob_runtime.shared import storage
 
     boto = boto3.Session(region_name="us-east-1", aws_access_key_id="fake",
                          aws_secret_access_key="fake")

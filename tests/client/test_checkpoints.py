@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ddpjob import PyTorch
 from ddpjob.errors import StorageError, UserInputError
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from tests.conftest import S3_ON_MOTO
 

@@ -151,7 +151,7 @@ def test_large_files_are_packed_with_a_warning(src: Path, tmp_path: Path, monkey
     assert "train.py" not in caplog.text
 
 
-def test_include_runtime_packs_ddpjob_runtime_beside_the_code(src: Path, tmp_path: Path) -> None:
+def test_include_runtime_packs_ddpjob_runtime_but_its_local_kit(src: Path, tmp_path: Path) -> None:
     spec = packaging.check_source("train.py", src)
     runtime = packaging.runtime_source()
     (runtime / "__pycache__").mkdir(exist_ok=True)  # junk an import left: never packed
@@ -162,7 +162,8 @@ def test_include_runtime_packs_ddpjob_runtime_beside_the_code(src: Path, tmp_pat
             "ddpjob_runtime/dataparallel/torch/distributed.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     expected = sorted(p.relative_to(runtime).as_posix() for p in runtime.rglob("*.py")
-                      if "__pycache__" not in p.parts)
+                      if "__pycache__" not in p.parts and "localkit" not in p.parts)
+    assert [n for n in expected if n.startswith("job/")]  # the in-job runtime ships
     assert sorted(n.removeprefix("ddpjob_runtime/") for n in names
                   if n.startswith("ddpjob_runtime/") and n.endswith(".py")) == expected
     assert "ddpjob_runtime/__init__.py" not in _names(_packed(spec, tmp_path / "plain.tar.gz"))
@@ -172,7 +173,7 @@ def test_include_runtime_packs_ddpjob_runtime_beside_the_code(src: Path, tmp_pat
     with tarfile.open(archive) as tar:
         tar.extractall(code, filter="data")
     (code / "probe.py").write_text(
-        "import ddpjob_runtime.checkpoints, ddpjob_runtime.storage, sys\n"
+        "import ddpjob_runtime.checkpoints, ddpjob_runtime.shared.storage, sys\n"
         "print(ddpjob_runtime.__file__)\n"
         "import importlib.util; print(importlib.util.find_spec('ddpjob'))\n")
     done = subprocess.run([sys.executable, "-E", "-S", str(code / "probe.py")], cwd=code,

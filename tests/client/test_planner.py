@@ -10,7 +10,7 @@ from ddpjob import PyTorch, packaging
 from ddpjob.definition import Code, JobDefinition, Resources, Stopping
 from ddpjob.inputs import parse
 from ddpjob.planner import plan
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 
 def test_a_definition_built_by_hand_plans_as_the_estimators(src: Path, local_session: Any,

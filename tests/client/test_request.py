@@ -176,7 +176,7 @@ def test_botocore_errors_become_one_line() -> None:
 
 def test_limits_match_botocore_model() -> None:
     import botocore.session
-    from ddpjob_runtime import hyperparameters
+    from ddpjob_runtime.shared import hyperparameters
 
     shape = botocore.session.get_session().get_service_model("sagemaker") \
         .operation_model("CreateTrainingJob").input_shape.members["HyperParameters"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from ddpjob import LocalSession, PyTorch
-from ddpjob_runtime.contract import RANK_LINE_REGEX
+from ddpjob_runtime.shared.contract import RANK_LINE_REGEX
 
 from tests.local.conftest import (
     assert_no_processes,

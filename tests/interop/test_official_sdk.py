@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from ddpjob.local.control import validation
 from ddpjob.local.session import LocalSession
-from ddpjob_runtime import environment, launcher
+from ddpjob_runtime.job import launcher
+from ddpjob_runtime.platform import environment
 
 from tests.conftest import REGION
 from tests.interop.conftest import IMAGE_URI, ROLE, SDK_CONFIG, TRAIN_SCRIPT, boto_session

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ddpjob.local.run import failure_cause
-from ddpjob_runtime import failure
+from ddpjob_runtime.shared import failure
 
 
 def _host_output(tmp_path: Path, host: str, text: str, when: float) -> Path:

@@ -15,7 +15,7 @@ import pytest
 import torch
 from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from tests.conftest import REGION
 from tests.local.conftest import (

@@ -14,7 +14,7 @@ from ddpjob.local.isolation import sandbox
 from ddpjob.local.run.templates import SWITCH_ENV
 from ddpjob.local.session import LocalSession
 from ddpjob.local.warmpools import pools
-from ddpjob_runtime import contract
+from ddpjob_runtime.shared import contract
 
 from tests.local.conftest import training_request
 

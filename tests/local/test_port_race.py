@@ -53,7 +53,7 @@ _KERNEL_PROBE = textwrap.dedent("""
         found["outright"] = "bound"
     except OSError as exc:
         found["outright"] = exc.errno
-    store = socket.socket()  # as ddpjob_runtime.agent binds the first host's store
+    store = socket.socket()  # as ddpjob_runtime.job.agent binds the first host's store
     store.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     store.bind(("127.0.0.1", port))
     store.listen()

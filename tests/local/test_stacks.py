@@ -16,7 +16,7 @@ from ddpjob.errors import DdpjobError, JobNotFoundError
 from ddpjob.local.session import LocalSession
 from ddpjob.local.watch import stacks
 from ddpjob.pytorch import PyTorch
-from ddpjob_runtime import contract, stackdump
+from ddpjob_runtime.shared import contract, stackdump
 
 from tests.local.conftest import (
     JOBS,
@@ -164,7 +164,7 @@ def test_unknown_job_and_other_backends_are_one_clear_error(
 
 _REGISTERED = textwrap.dedent("""
     import sys, time
-    from ddpjob_runtime import stackdump
+    from ddpjob_runtime.shared import stackdump
 
     def nap():
         sys.stdout.write("registered\\n")
@@ -229,7 +229,7 @@ def test_the_hung_note_needs_ranks_in_a_collective_and_ranks_elsewhere() -> None
     waiting = rank(0, ["/x/torch/distributed/distributed_c10d.py:3252:all_reduce",
                        "/x/torch/distributed/c10d_logger.py:83:wrapper",
                        "/opt/ml/code/train.py:20:main",
-                       "<frozen runpy>:88:_run_code", "/x/ddpjob_runtime/worker.py:71:run"])
+                       "<frozen runpy>:88:_run_code", "/x/ddpjob_runtime/job/worker.py:71:run"])
     busy = rank(1, ["/usr/lib/python3.11/threading.py:320:wait",
                     "/opt/ml/code/train.py:17:slow_step", "/opt/ml/code/train.py:30:main"])
     assert waiting.where() == "waiting in all_reduce (train.py:20 in main)"
@@ -249,7 +249,7 @@ def test_the_hung_note_needs_ranks_in_a_collective_and_ranks_elsewhere() -> None
 
 _TITLED = textwrap.dedent("""
     import sys, time
-    from ddpjob_runtime import proctitle
+    from ddpjob_runtime.shared import proctitle
 
     proctitle.set_title(sys.argv[1], sys.argv[2])
     sys.stdout.write("titled\\n")

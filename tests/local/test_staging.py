@@ -21,7 +21,7 @@ from ddpjob.local.isolation import sandbox
 from ddpjob.local.run import staging
 from ddpjob.local.run.datacache import DataCache
 from ddpjob.local.session import LocalSession
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from tests.conftest import REGION
 from tests.local.conftest import (

@@ -106,7 +106,7 @@ def test_source_from_s3_and_checkpoints_restored_and_flushed(run_hosts, s3_bucke
     pathlib.Path(os.environ["SM_MODEL_DIR"], "step").write_text(str(step))
     """
     import boto3
-    from ddpjob_runtime import storage
+    from ddpjob_runtime.shared import storage
 
     from tests.runtime.conftest import make_sourcedir
 

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from ddpjob_runtime import checkpoints, storage
-from ddpjob_runtime.errors import StorageError
+from ddpjob_runtime import checkpoints
+from ddpjob_runtime.platform import checkpoint_restore
+from ddpjob_runtime.shared import storage
+from ddpjob_runtime.shared.errors import StorageError
 
 from tests.conftest import S3_ON_MOTO
 
@@ -57,7 +59,7 @@ def test_round_trip_and_upload(ckpt: Path, s3_bucket: str, monkeypatch) -> None:
 
     # the bootstrap of the next run brings it back into an empty folder
     restored = ckpt.parent / "restored"
-    assert checkpoints.restore_latest(uri, restored) == 100
+    assert checkpoint_restore.restore_latest(uri, restored) == 100
     assert (restored / "step-000000100" / "state.pt").read_bytes() == (
         ckpt / "step-000000100" / "state.pt").read_bytes()
 
@@ -142,7 +144,7 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_newest_that_verifies(
     assert f"skipping corrupt checkpoint {bad} " in caplog.text
     storage.upload_file(bad, f"{uri}/step-000000003/state.pt")  # the copy on S3 too
     local = ckpt.parent / "after-spot"
-    assert checkpoints.restore_latest(uri, local) == 2
+    assert checkpoint_restore.restore_latest(uri, local) == 2
     monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(local))
     assert checkpoints.load_latest() == {"v": 2}
     assert f"skipping corrupt checkpoint {local / 'step-000000003' / 'state.pt'} " in caplog.text
@@ -174,11 +176,11 @@ def test_restore_picks_latest_complete_and_ignores_siblings(ckpt: Path, s3_bucke
     storage.upload_dir(tmp, f"{base}/run-1/step-000000008")
 
     local = ckpt.parent / "restore"
-    assert checkpoints.restore_latest(f"{base}/run-1", local) == 7
+    assert checkpoint_restore.restore_latest(f"{base}/run-1", local) == 7
     monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(local))
     assert checkpoints.load_latest() == {"run": 1}
-    assert checkpoints.restore_latest(f"{base}/run-1", local) == 7  # idempotent
-    assert checkpoints.restore_latest(f"{base}/run-3", ckpt.parent / "none") is None
+    assert checkpoint_restore.restore_latest(f"{base}/run-1", local) == 7  # idempotent
+    assert checkpoint_restore.restore_latest(f"{base}/run-3", ckpt.parent / "none") is None
 
 
 def test_restore_from_file_uri(ckpt: Path, tmp_path: Path, monkeypatch) -> None:
@@ -187,7 +189,7 @@ def test_restore_from_file_uri(ckpt: Path, tmp_path: Path, monkeypatch) -> None:
     checkpoints.save({"v": 3}, step=3)
     checkpoints.flush()
     assert (remote / "step-000000003" / "manifest.json").exists()
-    assert checkpoints.restore_latest(remote.as_uri(), tmp_path / "r") == 3
+    assert checkpoint_restore.restore_latest(remote.as_uri(), tmp_path / "r") == 3
 
 
 def test_failed_upload_fails_flush(ckpt: Path, aws_env: str, monkeypatch) -> None:
@@ -235,7 +237,7 @@ def test_restore_refuses_a_hostile_manifest(ckpt: Path, tmp_path: Path, request,
         boto3.client("s3").put_object(Bucket=location.bucket,
                                       Key=f"{location.key}/{name}", Body=b"evil")
     local = tmp_path / "restore" / "checkpoints"
-    assert checkpoints.restore_latest(remote, local) == 3  # the hostile step 5 is ignored
+    assert checkpoint_restore.restore_latest(remote, local) == 3  # the hostile step 5 is ignored
     assert not outside.exists()
     written = {p for p in tmp_path.rglob("*") if p.is_file()}
     assert {p for p in written if p.is_relative_to(tmp_path / "restore")} == {

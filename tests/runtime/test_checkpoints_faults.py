@@ -20,7 +20,9 @@ from urllib.parse import urlparse
 
 import pytest
 import torch
-from ddpjob_runtime import checkpoints, storage
+from ddpjob_runtime import checkpoints
+from ddpjob_runtime.platform import checkpoint_restore
+from ddpjob_runtime.shared import storage
 
 pytestmark = pytest.mark.slow  # real processes against a faulty S3 endpoint
 
@@ -162,7 +164,7 @@ def test_checkpoint_upload_and_restore_survive_faults(s3_bucket: str, proxy_fact
     checkpoints.save({"w": torch.arange(1000.0)}, step=4)
     checkpoints.flush()
     proxy.faults = ["drop", "503", "500", "drop"]
-    assert checkpoints.restore_latest(uri, tmp_path / "restored") == 4
+    assert checkpoint_restore.restore_latest(uri, tmp_path / "restored") == 4
     assert not proxy.faults
     monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(tmp_path / "restored"))
     assert torch.equal(checkpoints.load_latest()["w"], torch.arange(1000.0))
@@ -182,7 +184,7 @@ def test_save_without_block_skips_while_uploading(s3_bucket: str, proxy_factory,
     proxy.release.set()  # the held PUT is dropped, botocore retries it
     checkpoints.flush()
     assert checkpoints.complete_steps(tmp_path / "ck") == [1]
-    assert checkpoints.restore_latest(f"s3://{s3_bucket}/ckpt/held", tmp_path / "r") == 1
+    assert checkpoint_restore.restore_latest(f"s3://{s3_bucket}/ckpt/held", tmp_path / "r") == 1
 
 
 CHILD = textwrap.dedent("""
@@ -244,7 +246,7 @@ def test_crash_during_upload_resumes_from_complete(s3_bucket: str, proxy_factory
 
     # the next run's bootstrap (straight to moto) gets the latest complete one, intact
     restored = tmp_path / "restored"
-    assert checkpoints.restore_latest(uri, restored) == expected_step
+    assert checkpoint_restore.restore_latest(uri, restored) == expected_step
     monkeypatch.setenv("DDPJOB_CHECKPOINT_DIR", str(restored))
     state = checkpoints.load_latest()
     assert state["step"] == expected_step

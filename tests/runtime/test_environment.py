@@ -11,11 +11,13 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from ddpjob_runtime import failure, hosts, launcher, phases, sm_variables, sourcedir, worker
-from ddpjob_runtime.entrypoint import EntryKind, check_entry_point, entry_kind
-from ddpjob_runtime.environment import read_environment
-from ddpjob_runtime.errors import RuntimeContractError
-from ddpjob_runtime.platform_config import PlatformConfig
+from ddpjob_runtime.job import launcher, worker
+from ddpjob_runtime.job.entrypoint import EntryKind, check_entry_point, entry_kind
+from ddpjob_runtime.platform import hosts, sm_variables, sourcedir
+from ddpjob_runtime.platform.environment import read_environment
+from ddpjob_runtime.shared import failure, phases
+from ddpjob_runtime.shared.errors import RuntimeContractError
+from ddpjob_runtime.shared.platform_config import PlatformConfig
 
 USER_HPS = {
     "lr": "0.01",
@@ -248,7 +250,7 @@ def test_torchrun_command() -> None:
         entry="train.py",
         args=["--lr", "0.1"],
     )
-    assert cmd[:3] == [sys.executable, "-m", "ddpjob_runtime.agent"]
+    assert cmd[:3] == [sys.executable, "-m", "ddpjob_runtime.job.agent"]
     assert cmd[3:] == [
         "--nnodes=2",
         "--node_rank=1",
@@ -258,7 +260,7 @@ def test_torchrun_command() -> None:
         "--max_restarts=0",
         "--tee=3",
         "-m",
-        "ddpjob_runtime.worker",
+        "ddpjob_runtime.job.worker",
         "train.py",
         "--lr",
         "0.1",
@@ -414,8 +416,8 @@ def test_mpi_rank_variables_map_to_torchrun_names() -> None:
 
 
 def test_on_sagemakers_own_root_a_container_path_is_taken_as_it_is() -> None:
-    from ddpjob_runtime.environment import mapped_path
-    from ddpjob_runtime.errors import UnsafePathError
+    from ddpjob_runtime.platform.environment import mapped_path
+    from ddpjob_runtime.shared.errors import UnsafePathError
 
     assert mapped_path(Path("/opt/ml"), "/tmp/ckpt") == Path("/tmp/ckpt")
     with pytest.raises(UnsafePathError, match="without '..'"):

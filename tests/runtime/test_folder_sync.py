@@ -1,5 +1,5 @@
-"""ddpjob_runtime.folder_sync and the runtime's checkpoint mirror, against file:// storage and
-S3 on a moto server (several hosts syncing to one URI)."""
+"""ddpjob_runtime.platform.folder_sync and the runtime's checkpoint mirror, against file:// storage
+and S3 on a moto server (several hosts syncing to one URI)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-from ddpjob_runtime import storage, upload_stamps
-from ddpjob_runtime.folder_sync import FolderSync
-from ddpjob_runtime.mirrors import in_step_folder
-from ddpjob_runtime.upload_stamps import Writer
+from ddpjob_runtime.platform.folder_sync import FolderSync
+from ddpjob_runtime.platform.mirrors import in_step_folder
+from ddpjob_runtime.shared import storage, upload_stamps
+from ddpjob_runtime.shared.upload_stamps import Writer
 
 from tests.conftest import S3_ON_MOTO
 

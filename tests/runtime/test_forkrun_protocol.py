@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ddpjob_runtime import contract, forkrun
+from ddpjob_runtime.shared import contract, forkrun
 
 MAX_MESSAGE = 1 << 16
 
@@ -84,7 +84,7 @@ def test_a_forked_answer_gives_the_pid_and_the_template_the_request_and_stdio(
 
 
 @pytest.mark.parametrize(("answer", "said"), [
-    (b"Fno module named 'mod'", "ddpjob_runtime.forkrun: no module named 'mod'\n"),
+    (b"Fno module named 'mod'", "ddpjob_runtime.shared.forkrun: no module named 'mod'\n"),
     (b"P", ""),  # run it as an interpreter of its own: nothing went wrong
 ])
 def test_a_refusal_gives_no_pid_closes_the_connection_and_says_why(
@@ -213,7 +213,7 @@ def test_a_client_the_template_does_not_serve_runs_the_module_itself_asked_once(
             out, err = client.communicate(timeout=60)
     assert client.returncode == 5, err
     assert out == f"{os.getpid()} ['a b']\n"  # the client became the module: our child
-    assert (f"ddpjob_runtime.forkrun: {said}\n" in err) if said else not err
+    assert (f"ddpjob_runtime.shared.forkrun: {said}\n" in err) if said else not err
     sock.settimeout(0)
     with pytest.raises(BlockingIOError):  # it asked once: no second connection is waiting
         sock.accept()

@@ -7,8 +7,8 @@ import stat
 from pathlib import Path
 
 import pytest
-from ddpjob_runtime import fsutil
-from ddpjob_runtime.errors import UnsafePathError
+from ddpjob_runtime.shared import fsutil
+from ddpjob_runtime.shared.errors import UnsafePathError
 
 
 @pytest.mark.parametrize("name", ["/tmp/x", "../../x", "a/../../x", "..", ".", "", "a\x00b",

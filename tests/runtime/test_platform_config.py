@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import fields
 
 import pytest
-from ddpjob_runtime import contract
-from ddpjob_runtime.errors import RuntimeContractError
-from ddpjob_runtime.platform_config import KEYS, ChannelSource, PlatformConfig
+from ddpjob_runtime.shared import contract
+from ddpjob_runtime.shared.errors import RuntimeContractError
+from ddpjob_runtime.shared.platform_config import KEYS, ChannelSource, PlatformConfig
 
 FULL = {
     "job_name": "j", "master_port": 29517, "host_addresses": {"algo-1": "127.0.0.1"},

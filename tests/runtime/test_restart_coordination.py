@@ -12,7 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ddpjob_runtime import checkpoints, contract, failure, phases, restarts
+from ddpjob_runtime import checkpoints
+from ddpjob_runtime.job import restarts
+from ddpjob_runtime.platform import checkpoint_restore
+from ddpjob_runtime.shared import contract, failure, phases
 
 KILLED = failure.RankFailure(3, 137, "the worker was killed by SIGKILL", time=2.0, attempt=0)
 CONSEQUENCE = failure.RankFailure(0, 1, "RuntimeError: Connection closed by peer", time=1.0,
@@ -78,7 +81,7 @@ def test_every_host_restarts_from_the_first_hosts_checkpoint_naming_the_first_re
     decided = prepare(store, node_rank=0)
     cause = KILLED.headline("algo-2")  # earlier than algo-1's, but a consequence of it
     assert decided == restarts.NextAttempt(1, cause, 4, NEXT_PORT)
-    assert checkpoints.restore_latest(uri, tmp_path / "elsewhere") == 4  # uploaded first
+    assert checkpoint_restore.restore_latest(uri, tmp_path / "elsewhere") == 4  # uploaded first
     line = f"restart 1 of 2 after: {cause}"
     assert failure.restarts(first / "failures") == [line]
     assert (status(first)["phase"], status(first)["message"]) == ("Training", line)

@@ -6,8 +6,10 @@ import math
 from pathlib import Path
 
 import pytest
-from ddpjob_runtime import failure, launcher, restarts
-from ddpjob_runtime.errors import RuntimeContractError
+from ddpjob_runtime.job import launcher, restarts
+from ddpjob_runtime.platform import checkpoint_restore
+from ddpjob_runtime.shared import failure
+from ddpjob_runtime.shared.errors import RuntimeContractError
 
 
 @pytest.mark.parametrize("value", [-1, 101, "2", True, 1.0])
@@ -67,4 +69,4 @@ def test_an_interrupted_upload_is_finished_before_a_restart(
     folder = tmp_path / "local" / checkpoints.step_dir_name(4)
     checkpoints.upload_if_missing(folder, uri)
     checkpoints.upload_if_missing(folder, uri)  # already there: nothing to do
-    assert checkpoints.restore_latest(uri, tmp_path / "other-host") == 4
+    assert checkpoint_restore.restore_latest(uri, tmp_path / "other-host") == 4

@@ -1,5 +1,5 @@
-"""ddpjob_runtime.storage (client and runtime alike) against a moto server over real HTTP, and
-against local folders."""
+"""ddpjob_runtime.shared.storage (client and runtime alike) against a moto server over real HTTP,
+and against local folders."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from pathlib import Path
 import boto3
 import pytest
 from ddpjob.errors import StorageError as ClientStorageError
-from ddpjob_runtime import storage
-from ddpjob_runtime.errors import InvalidURIError, ObjectNotFoundError, StorageError, UserInputError
+from ddpjob_runtime.shared import storage
+from ddpjob_runtime.shared.errors import (
+    InvalidURIError,
+    ObjectNotFoundError,
+    StorageError,
+    UserInputError,
+)
 
 MIB = 1024 * 1024
 
@@ -237,7 +242,7 @@ def test_no_credentials(aws_env: str, tmp_path: Path, monkeypatch) -> None:
 
 def test_access_denied_is_named() -> None:
     from botocore.exceptions import ClientError
-    from ddpjob_runtime.storage import s3
+    from ddpjob_runtime.shared.storage import s3
 
     denied = ClientError({"Error": {"Code": "AccessDenied", "Message": "no"},
                           "ResponseMetadata": {"HTTPStatusCode": 403}}, "GetObject")

@@ -1,4 +1,4 @@
-"""A template is the subreaper of the processes forked from it (`ddpjob_runtime.orphans`):
+"""A template is the subreaper of the processes forked from it (`ddpjob_runtime.localkit.orphans`):
 what a forked process leaves behind in a session of its own is reparented to the template, not
 to init, and reaped by it once ended; the forked process itself has no trace of that (no
 SIGCHLD handler, no wakeup fd)."""

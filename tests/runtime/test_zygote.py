@@ -1,4 +1,4 @@
-"""The job's template process (`ddpjob_runtime.zygote`) and its client (`forkrun`): real
+"""The job's template process (`ddpjob_runtime.localkit.zygote`) and its client (`forkrun`): real
 templates, real forks, real signals; a forked process must look, exit and die like one that
 was started on its own."""
 
@@ -44,7 +44,7 @@ def _module(tmp_path: Path, name: str, source: str) -> Path:
 
 
 def _client(*argv: str) -> list[str]:
-    return [sys.executable, "-m", "ddpjob_runtime.forkrun", *argv]
+    return [sys.executable, "-m", "ddpjob_runtime.shared.forkrun", *argv]
 
 
 def _env(template: Template | None, **extra: str) -> dict[str, str]:
@@ -179,7 +179,7 @@ def test_a_forked_process_runs_in_its_clients_mount_namespace(
 def test_the_clients_request_is_the_json_the_template_reads() -> None:
     """The client encodes its request without the json module (its import would double the
     client's start): the same text json.dumps writes, for any string the environment holds."""
-    from ddpjob_runtime import forkrun
+    from ddpjob_runtime.shared import forkrun
 
     odd = ["plain", 'quo"te\\back', "tab\tnew\nline", "ünï €", "\udcff surrogate-escaped", ""]
     env = {name: value for name, value in zip(odd, reversed(odd), strict=True)}
@@ -192,8 +192,8 @@ def test_the_client_run_by_path_needs_neither_site_nor_pythonpath(
     template: Template, tmp_path: Path
 ) -> None:
     """`forkrun.command()` (what local jobs run: `python -I -S .../forkrun.py`) finds its own
-    package beside the file and is served like `python -m ddpjob_runtime.forkrun`."""
-    from ddpjob_runtime import forkrun
+    package beside the file and is served like `python -m ddpjob_runtime.shared.forkrun`."""
+    from ddpjob_runtime.shared import forkrun
 
     code = _module(tmp_path, "probe", PROBE)
     env = _env(template, MINE="x")
@@ -241,7 +241,7 @@ def test_a_process_asking_the_template_itself_holds_its_child_as_popen_would(
 ) -> None:
     """`forkrun.fork` (no client: the launcher and torchrun's agent): the child's pid is its
     process group and names the asker as its launcher; poll, wait and returncode as Popen's."""
-    from ddpjob_runtime import forkrun
+    from ddpjob_runtime.shared import forkrun
 
     code = _module(tmp_path, "sleeper", SLEEPER)
     _module(tmp_path, "ends", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
@@ -264,7 +264,7 @@ def test_a_process_asking_the_template_itself_holds_its_child_as_popen_would(
 
 ASKER = """\
     import os, sys, time
-    from ddpjob_runtime import forkrun
+    from ddpjob_runtime.shared import forkrun
     child = forkrun.fork(["sleeper", "sleep", sys.argv[1]], dict(os.environ), os.getcwd())
     time.sleep(600)
 """
@@ -293,7 +293,8 @@ def test_a_module_the_template_refuses_to_fork_runs_on_its_own_asked_once(
     import socket
     import threading
 
-    from ddpjob_runtime import forkrun, launcher
+    from ddpjob_runtime.job import launcher
+    from ddpjob_runtime.shared import forkrun
 
     code = _module(tmp_path, "writer", "import sys; open(sys.argv[1], 'w').write('ran')")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ddpjob_runtime import fsutil
-from ddpjob_runtime.errors import UnsafePathError
-from ddpjob_runtime.storage.uris import LOCAL_BUCKET
+from ddpjob_runtime.shared import fsutil
+from ddpjob_runtime.shared.errors import UnsafePathError
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
 from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage

@@ -16,12 +16,16 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ddpjob_runtime.shared.contract import CLOUDWATCH_LOG_GROUP as LOG_GROUP
 
 from ddpjob.job_status import TERMINAL_STATUSES
 from ddpjob.sagemaker.errors import aws_errors
 
-LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+if TYPE_CHECKING:  # pragma: no cover
+    from botocore.client import BaseClient
+
 _HOST = re.compile(r"algo-\d+")
 _STREAMS_PAGE = 50  # the largest page DescribeLogStreams allows
 
@@ -63,7 +67,8 @@ class _Stream:
 class LogReader:
     """Reads what is new in every stream of one job's logs, merged in timestamp order."""
 
-    def __init__(self, client: Any, job_name: str, polling: LogPolling, region: str | None = None):
+    def __init__(self, client: BaseClient, job_name: str, polling: LogPolling,
+                 region: str | None = None):
         self._client = client
         self._job = job_name
         self._polling = polling
@@ -111,8 +116,8 @@ class LogReader:
                 stream.token = token
 
 
-def follow_logs(client: Any, job_name: str, job_status: Callable[[], str], *, follow: bool = True,
-                polling: LogPolling | None = None,
+def follow_logs(client: BaseClient, job_name: str, job_status: Callable[[], str], *,
+                follow: bool = True, polling: LogPolling | None = None,
                 region: str | None = None) -> Iterator[tuple[str, str]]:
     """Yield `(host, line)` of every host of `job_name`.
 

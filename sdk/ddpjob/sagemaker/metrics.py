@@ -6,12 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
+from ddpjob_runtime.shared.contract import CLOUDWATCH_LOG_GROUP
+
 from ddpjob.job_status import JobDescription, MetricRow
 
 if TYPE_CHECKING:  # pragma: no cover
     from botocore.client import BaseClient
 
-NAMESPACE = "/aws/sagemaker/TrainingJobs"
 PERIOD_S = 60
 
 
@@ -24,7 +25,7 @@ def cloudwatch_series(cloudwatch: BaseClient, job: JobDescription,
     rows = []
     for name in metric_names:
         points = cloudwatch.get_metric_statistics(
-            Namespace=NAMESPACE, MetricName=name, StartTime=start, EndTime=end,
+            Namespace=CLOUDWATCH_LOG_GROUP, MetricName=name, StartTime=start, EndTime=end,
             Dimensions=[{"Name": "TrainingJobName", "Value": job.name}],
             Period=PERIOD_S, Statistics=["Average"])["Datapoints"]
         rows += [{"timestamp": (p["Timestamp"] - start).total_seconds(), "metric_name": name,

@@ -8,7 +8,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ddpjob_runtime import storage
+from ddpjob_runtime.shared import storage
 
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError

@@ -61,7 +61,7 @@ if modes & {"dcp-save", "dcp-load"}:
         assert torch.equal(state["w"].to_local(), full.chunk(world)[RANK]), state["w"].to_local()
         print(f"dcp loaded rank={RANK}", flush=True)
 if modes & {"clash", "same"}:  # the first host's upload is there before the second host writes
-    from ddpjob_runtime import storage
+    from ddpjob_runtime.shared import storage
 
     text = f"from {HOST}" if "clash" in modes else "same"
     first = RANK == 0

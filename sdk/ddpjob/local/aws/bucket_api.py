@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ddpjob_runtime.storage.uris import LOCAL_BUCKET
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
 from ddpjob.local.aws import bucket_listing
 from ddpjob.local.aws.bucket_listing import OWNER, Answer, error, etag, modified

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote
 
-from ddpjob_runtime.storage.uris import LOCAL_BUCKET
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
 from ddpjob.local.aws.bucket_store import Stored
 

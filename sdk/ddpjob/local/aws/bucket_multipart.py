@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ddpjob_runtime import fsutil
-from ddpjob_runtime.storage.uris import LOCAL_BUCKET
+from ddpjob_runtime.shared import fsutil
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
 from ddpjob.local.aws.bucket_listing import Answer, error, etag
 from ddpjob.local.aws.bucket_store import PRIVATE, ObjectStore, Stored

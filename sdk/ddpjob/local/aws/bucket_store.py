@@ -1,7 +1,7 @@
 """Where the objects of the local bucket `sagemaker-local` lie, one place per key.
 
 The bucket is also a plain folder: local jobs read `s3://sagemaker-local/<key>` as the file
-`<folder>/<key>` (`ddpjob_runtime.storage.uris`), and `LocalSession.upload_data` writes files
+`<folder>/<key>` (`ddpjob_runtime.shared.storage.uris`), and `LocalSession.upload_data` writes files
 there. An encoded layout for every key would break that, and storing every key as a path lets a
 file system alias keys S3 keeps apart (`a//b`, `./c` and `x\\y` are `a/b`, `c` and `x/y` to
 it; `a` and `a/b` cannot both be files). So a key is stored one of two ways:
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ddpjob_runtime import fsutil
+from ddpjob_runtime.shared import fsutil
 
 PRIVATE = 0o600
 NAME_MAX = 255  # bytes in one file name (Linux, macOS)

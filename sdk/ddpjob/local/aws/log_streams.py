@@ -14,13 +14,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime.contract import JOB_NAME_PATTERN
+from ddpjob_runtime.shared.contract import CLOUDWATCH_LOG_GROUP as LOG_GROUP
+from ddpjob_runtime.shared.contract import JOB_NAME_PATTERN
 
 from ddpjob.job_status import TERMINAL_STATUSES
 from ddpjob.local.aws.bucket_api import Answer, error
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.isolation import hostroot
-from ddpjob.sagemaker.logs import LOG_GROUP
 
 LIMIT = 10000  # GetLogEvents' and FilterLogEvents' most events per answer
 READ_BLOCK = 64 * 1024  # bytes read at a time when paging backwards

@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from ddpjob_runtime.storage.uris import LOCAL_BUCKET
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
 from ddpjob import official_sdk
 from ddpjob.local.aws.bucket_api import Answer, LocalBucket, error
@@ -36,6 +36,7 @@ from ddpjob.local.control.validation import LOCAL_ROLE
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3
+    from botocore.hooks import BaseEventHooks
 
     from ddpjob.local.session import LocalSession
 
@@ -66,7 +67,7 @@ class Answers:
         self.bucket = LocalBucket(local.sagemaker_client.bucket_root, region)
         self.logs = JobLogStreams(local.sagemaker_client.control)
 
-    def register(self, events: Any) -> None:
+    def register(self, events: BaseEventHooks) -> None:
         """Answer through `events` (a boto3 session's, before any client of it is made)."""
         events.register_last("before-parameter-build", self._keep_params)
         events.register("before-call", self._answer)

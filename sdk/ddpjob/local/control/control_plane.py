@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import proctitle
-from ddpjob_runtime.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
+from ddpjob_runtime.shared import proctitle
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
 from ddpjob.local.control import instance_choice, responses, validation

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import fsutil
+from ddpjob_runtime.shared import fsutil
 
 from ddpjob.errors import UserInputError
 from ddpjob.local.control.jobstate import JobState

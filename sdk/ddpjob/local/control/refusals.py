@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ddpjob_runtime import contract
+from ddpjob_runtime.shared import contract
 
 from ddpjob import backends
 from ddpjob.distribution import MP_PARAMETERS

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ddpjob_runtime import contract
-from ddpjob_runtime.contract import JOB_NAME_PATTERN
+from ddpjob_runtime.shared import contract
+from ddpjob_runtime.shared.contract import JOB_NAME_PATTERN
 
 from ddpjob import backends, image_uris
 from ddpjob.errors import InvalidRequestError

@@ -25,10 +25,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import fsutil, storage
-from ddpjob_runtime.contract import DEFAULT_ROOT
-from ddpjob_runtime.errors import DdpjobError
-from ddpjob_runtime.storage.uris import LOCAL_BUCKET
+from ddpjob_runtime.shared import fsutil, storage
+from ddpjob_runtime.shared.contract import DEFAULT_ROOT
+from ddpjob_runtime.shared.errors import DdpjobError
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
 from ddpjob.local.control import responses
 from ddpjob.local.hostkinds import hostpython, platform_host

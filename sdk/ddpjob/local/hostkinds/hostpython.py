@@ -3,7 +3,7 @@
 ModelTrainer's drivers and SageMaker's PyTorch toolkit look for `python3`/`python` and
 `pip3`/`pip` on PATH, start `torchrun`, read the host's GPU count from `nvidia-smi --list-gpus`,
 and install the code's `requirements.txt` with that pip. Each host gets a virtual environment of
-its own under the job folder (`ddpjob_runtime.pyenv`), over the image's Python
+its own under the job folder (`ddpjob_runtime.shared.pyenv`), over the image's Python
 (`$DDPJOB_DLC_PYTHON`, else this one), so what a job installs stays in the job, never in the
 user's environment. `pip`, `pip3` and `torchrun` run the
 image's modules with the venv's interpreter (so installs land in the venv); `nvidia-smi` lists
@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ddpjob_runtime import pyenv
+from ddpjob_runtime.shared import pyenv
 
 from ddpjob.local.isolation import gpus
 
@@ -33,8 +33,8 @@ def image_python() -> str:
 
 
 def create(folder: Path, python: str, gpu_ids: list[str]) -> Path:
-    """A venv at `folder` over `python` (`ddpjob_runtime.pyenv`), with the commands a training
-    image has; its bin."""
+    """A venv at `folder` over `python` (`ddpjob_runtime.shared.pyenv`), with the commands a
+    training image has; its bin."""
     interpreter = pyenv.create(folder, python)
     bin_dir = interpreter.parent
     for name in ("pip", "pip3"):

@@ -8,8 +8,8 @@ and torchrun connects to), every channel staged into `input/data/<channel>`, and
 under `CheckpointConfig.S3Uri` brought down into the checkpoint folder. While it runs: every
 host's new or changed files of its checkpoint folder uploaded to `S3Uri`, stamped with the job and
 host so that different bytes from two hosts under one name are warned about
-(`ddpjob_runtime.folder_sync`, the runtime's own sync), and from the first host those of the
-TensorBoard folder to `TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of
+(`ddpjob_runtime.platform.folder_sync`, the runtime's own sync), and from the first host those of
+the TensorBoard folder to `TensorBoardOutputConfig.S3OutputPath`. After it ends: a last round of
 both and, from the first host, `model/` and `output/data/` as `model.tar.gz` / `output.tar.gz`
 under `<S3OutputPath>/<job>/output/`.
 """
@@ -20,12 +20,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import channels, contract, storage
-from ddpjob_runtime.environment import checkpoint_local_dir
-from ddpjob_runtime.folder_sync import FolderSync
-from ddpjob_runtime.mirrors import tensorboard_sync as tensorboard_sync_of
-from ddpjob_runtime.platform_config import ChannelSource
-from ddpjob_runtime.upload_stamps import Writer
+from ddpjob_runtime.platform import channels, results
+from ddpjob_runtime.platform.environment import checkpoint_local_dir
+from ddpjob_runtime.platform.folder_sync import FolderSync
+from ddpjob_runtime.platform.mirrors import tensorboard_sync as tensorboard_sync_of
+from ddpjob_runtime.shared import contract, storage
+from ddpjob_runtime.shared.platform_config import ChannelSource
+from ddpjob_runtime.shared.upload_stamps import Writer
 
 from ddpjob.local.isolation import hostroot
 
@@ -78,8 +79,6 @@ def upload_results(request: dict[str, Any], host: str, root: Path) -> None:
     """From the first host: `model/` and `output/data/` as tar.gz under the job's output path."""
     if hostroot.host_names(request).index(host) != 0:
         return
-    from ddpjob_runtime.bootstrap import upload_results as upload
-
     prefix = storage.join(request["OutputDataConfig"]["S3OutputPath"],
                           request["TrainingJobName"], "output")
-    upload(root / contract.MODEL_DIR, root / contract.OUTPUT_DIR / "data", prefix)
+    results.upload_results(root / contract.MODEL_DIR, root / contract.OUTPUT_DIR / "data", prefix)

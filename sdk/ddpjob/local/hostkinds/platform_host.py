@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddpjob_runtime import contract, failure, phases
+from ddpjob_runtime.shared import contract, failure, phases
 
 from ddpjob.local.control.jobstore import JobStore
 from ddpjob.local.hostkinds import hostpython, platform_duties

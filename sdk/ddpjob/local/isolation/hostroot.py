@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, fsutil
-from ddpjob_runtime.platform_config import ChannelSource, PlatformConfig
+from ddpjob_runtime.shared import contract, fsutil
+from ddpjob_runtime.shared.platform_config import ChannelSource, PlatformConfig
 
 LOOPBACK = "127.0.0.1"
 GROUP = "homogeneousCluster"
@@ -37,7 +37,7 @@ def status_file(job_dir: Path, host: str) -> Path:
 
 
 def python_dir(job_dir: Path, host: str) -> Path:
-    """Host `host`'s own Python environment (`ddpjob_runtime.pyenv`), where what the job
+    """Host `host`'s own Python environment (`ddpjob_runtime.shared.pyenv`), where what the job
     installs goes; removed when the host ends."""
     return job_dir / "hosts" / f"{host}.python"
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from ddpjob_runtime import fsutil, storage
-from ddpjob_runtime.storage import Listing, ObjectInfo
+from ddpjob_runtime.shared import fsutil, storage
+from ddpjob_runtime.shared.storage import Listing, ObjectInfo
 
 from ddpjob.errors import UserInputError
 

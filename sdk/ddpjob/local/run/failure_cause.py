@@ -20,7 +20,7 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpjob_runtime.failure import FAILURE_FILE, TIME_FILE, TRACEBACK_LINES, is_consequence
+from ddpjob_runtime.shared.failure import FAILURE_FILE, TIME_FILE, TRACEBACK_LINES, is_consequence
 
 _CONSEQUENCE_CHARS = 160
 # torchrun's report of a failed worker group, and the lines its workers' stderr gets.

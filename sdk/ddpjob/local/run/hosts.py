@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, processes
+from ddpjob_runtime.shared import contract, processes
 
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import gpus, hostroot, sandbox
@@ -31,7 +31,7 @@ log = logging.getLogger("ddpjob.local.run.supervisor")
 # The runtime gives its workers 5 s after a SIGTERM; then we SIGKILL whatever is left.
 STOP_GRACE_S = 10.0
 HOSTS_FILE = "etc-hosts"  # under the job folder: every host's /etc/hosts
-BOOTSTRAP_MODULE = "ddpjob_runtime.bootstrap"  # what `ddpjob-train` runs
+BOOTSTRAP_MODULE = "ddpjob_runtime.job.bootstrap"  # what `ddpjob-train` runs
 
 
 def reserve_port() -> socket.socket:

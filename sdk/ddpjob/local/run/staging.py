@@ -20,12 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import contract, fsutil, storage
-from ddpjob_runtime.channels import link_or_copy
-from ddpjob_runtime.errors import StorageError, UnsafePathError
-from ddpjob_runtime.hyperparameters import decode
-from ddpjob_runtime.platform_config import ChannelSource
-from ddpjob_runtime.storage import Listing
+from ddpjob_runtime.platform import checkpoint_restore
+from ddpjob_runtime.platform.channels import link_or_copy
+from ddpjob_runtime.shared import contract, fsutil, storage
+from ddpjob_runtime.shared.errors import StorageError, UnsafePathError
+from ddpjob_runtime.shared.hyperparameters import decode
+from ddpjob_runtime.shared.platform_config import ChannelSource
+from ddpjob_runtime.shared.storage import Listing
 
 from ddpjob.local.run.datacache import READ_ONLY, DataCache, Fetched, human_bytes, max_bytes
 
@@ -67,10 +68,9 @@ def stage_checkpoint(job_dir: Path, request: dict[str, Any]) -> Path | None:
     checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
     if not checkpoint_uri:
         return None
-    from ddpjob_runtime import checkpoints  # torch only inside load_latest, never here
 
     folder = Path(job_dir) / CHECKPOINT
-    step = checkpoints.restore_latest(checkpoint_uri, folder)
+    step = checkpoint_restore.restore_latest(checkpoint_uri, folder)
     log.info("checkpoint: %s", f"step {step}, staged once" if step is not None else "none")
     folder.mkdir(parents=True, exist_ok=True)
     for path in folder.rglob("*"):

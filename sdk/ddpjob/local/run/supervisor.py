@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ddpjob_runtime import processes, proctitle
+from ddpjob_runtime.shared import processes, proctitle
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
 from ddpjob.local.control.jobstate import MESSAGES, JobState

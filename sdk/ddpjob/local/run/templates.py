@@ -1,8 +1,9 @@
-"""The template process of a local job's hosts (`ddpjob_runtime.zygote`): torch imported once.
+"""The template process of a local job's hosts (`ddpjob_runtime.localkit.zygote`): torch imported
+once.
 
 Every host's runtime (`ddpjob-train`'s module), agent and worker is forked from it instead of
 starting an interpreter and importing torch on its own: the supervisor starts each host as a
-`ddpjob_runtime.forkrun` client, and the hosts' launchers run agents and workers through it
+`ddpjob_runtime.shared.forkrun` client, and the hosts' launchers run agents and workers through it
 too (the template's name in `DDPJOB_ZYGOTE` turns that on). The listening
 socket is made here, before any host starts, and handed to the template: a client that
 connects while the template still imports torch waits in the socket's backlog.
@@ -15,7 +16,7 @@ clients check (SO_PEERCRED: `forkrun`) are the template's pid and this user.
 Workers, which run user code, are not forked but start as interpreters of their own (each its
 own str hash seed, as on SageMaker), unless the job's environment fixes `PYTHONHASHSEED`: the
 template is started with the job's seed, so that its forked workers have it as every
-interpreter of the job would (`ddpjob_runtime.zygote`).
+interpreter of the job would (`ddpjob_runtime.localkit.zygote`).
 
 `DDPJOB_PRELOAD=0` turns templates off (every process starts its own interpreter, as before).
 """
@@ -31,12 +32,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ddpjob_runtime import contract, forkrun, processes
+from ddpjob_runtime.shared import contract, forkrun, processes
 
 log = logging.getLogger("ddpjob.local.run.supervisor")
 
 SWITCH_ENV = "DDPJOB_PRELOAD"
-ZYGOTE_MODULE = "ddpjob_runtime.zygote"
+ZYGOTE_MODULE = "ddpjob_runtime.localkit.zygote"
 STOP_GRACE_S = 5.0
 HASH_SEED_ENV = "PYTHONHASHSEED"
 SOCKET_NAME = "template.sock"
@@ -64,7 +65,7 @@ def enabled() -> bool:
 class Template:
     """One template process, started by `start` and ended by `stop`, with the str hash seed
     `seed` fixes (None: a random one, or this process's `PYTHONHASHSEED`); with `spares` it
-    keeps spare worker interpreters (`ddpjob_runtime.spares`: a warm pool's)."""
+    keeps spare worker interpreters (`ddpjob_runtime.localkit.spares`: a warm pool's)."""
 
     def __init__(self, folder: Path, log_file: Path, seed: str | None = None,
                  spares: bool = False):

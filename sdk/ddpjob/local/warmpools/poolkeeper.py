@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import forkrun, processes, proctitle
+from ddpjob_runtime.shared import forkrun, processes, proctitle
 
 from ddpjob.local.control.jobstore import JobStore
 from ddpjob.local.run import proctree, templates

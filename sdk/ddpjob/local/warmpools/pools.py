@@ -1,8 +1,8 @@
 """Local warm pools (`ResourceConfig.KeepAlivePeriodInSeconds`): records under `<home>/pools/`.
 
 A pool is one keeper process (`poolkeeper`) and, for jobs whose hosts run ddpjob's runtime, one
-template process (torch and the runtime imported, `ddpjob_runtime.zygote`) every host of a job
-on the pool forks its runtime, agent and workers from (a pool of jobs that run an image's own
+template process (torch and the runtime imported, `ddpjob_runtime.localkit.zygote`) every host of a
+job on the pool forks its runtime, agent and workers from (a pool of jobs that run an image's own
 program, or of `DDPJOB_PRELOAD=0`, holds none: on SageMaker a reused instance starts a fresh
 container). Each host of a job on a pool has its persistent cache under the pool (`poolcache`).
 `<home>/pools/<id>/pool.json` says which jobs ran on it, which one holds it now and until when
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime import fsutil, proctitle
-from ddpjob_runtime.errors import UnsafePathError
+from ddpjob_runtime.shared import fsutil, proctitle
+from ddpjob_runtime.shared.errors import UnsafePathError
 
 from ddpjob.job_status import InvalidTransition
 from ddpjob.local.control.jobstore import private_dir, read_json, write_json

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ddpjob_runtime import processes
+from ddpjob_runtime.shared import processes
 
 log = logging.getLogger(__name__)
 

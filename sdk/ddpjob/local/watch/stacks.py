@@ -1,6 +1,6 @@
 """Where every rank of a running local job is: its Python stacks, and who waits in a collective.
 
-Each worker of a host registered for stack dumps (`ddpjob_runtime.stackdump`: Python's
+Each worker of a host registered for stack dumps (`ddpjob_runtime.shared.stackdump`: Python's
 `faulthandler` on a signal, every thread). `collect` empties each live rank's dump file, sends
 the signal to every rank at once and reads the dumps back once they stopped growing. A rank
 whose main thread has a frame in `torch.distributed` (or ddpjob's `dataparallel` wrappers)
@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpjob_runtime import contract, stackdump
+from ddpjob_runtime.shared import contract, stackdump
 
 from ddpjob.local.isolation import hostroot
 

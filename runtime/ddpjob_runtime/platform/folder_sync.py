@@ -1,0 +1,193 @@
+"""SageMaker's folder sync: a local folder mirrored to a storage URI while a job runs.
+
+SageMaker does this for `CheckpointConfig` on every instance (everything under `S3Uri` brought
+down before the script starts, new or changed files of each instance's `LocalPath` uploaded to
+the same `S3Uri` while it runs and at its end; the last writer of a name wins) and, upload-only,
+for `TensorBoardOutputConfig`. One implementation for both and for every kind of local host:
+ddpjob's runtime, SageMaker's own PyTorch container and container commands played by the local
+backend. Nothing is ever deleted remotely, and nothing outside the folder is read: a link that
+resolves outside it is skipped with a warning.
+
+A sync given its `Writer` (every host's checkpoint sync) stamps its uploads (`upload_stamps`)
+and, before uploading a changed file, reads the stamp there (one HEAD): the same bytes are not
+sent again, and different bytes from another host of the same job are warned about once (a
+`logging` warning naming the file and the hosts); `finish()` looks once more at what this host
+uploaded, for a clash that both hosts' uploads at the same moment hid. Torch-free.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ddpjob_runtime.shared import fsutil, storage, upload_stamps
+from ddpjob_runtime.shared.errors import ObjectNotFoundError
+from ddpjob_runtime.shared.upload_stamps import Stamp, Writer
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 2.0  # between two upload rounds while the job runs
+LOOKUPS = 8  # stamps (one HEAD each) and digests read at once, ahead of the uploads
+
+
+class FolderSync:
+    """Mirror `folder` to the folder URI `uri` (no-op without one).
+
+    `skip(relative posix path)` names files that are not this sync's business (in either
+    direction), e.g. checkpoint step folders that `ddpjob_runtime.checkpoints` ships itself.
+    `writer`: the job and host that upload, when other hosts upload to the same URI: uploads
+    are then stamped and checked against what is there (see the module).
+    """
+
+    def __init__(self, folder: Path, uri: str | None,
+                 skip: Callable[[str], bool] | None = None,
+                 writer: Writer | None = None) -> None:
+        self.folder = Path(folder)
+        self.uri = uri or None
+        self.writer = writer
+        self._skip = skip or (lambda _rel: False)
+        self._sent: dict[str, tuple[int, int]] = {}
+        self._left: dict[str, str] = {}  # sha256 of what this host's stamped uploads left there
+        self._refused: set[str] = set()  # links out of the folder, warned about once
+        self._lock = threading.Lock()  # one upload round at a time (background and final)
+
+    def _files(self) -> dict[str, tuple[Path, int, int]]:
+        """`{relative path: (file to read, size, mtime_ns)}` of the files to sync. A link is
+        read only where it resolves to a file inside the folder: never one outside it."""
+        found: dict[str, tuple[Path, int, int]] = {}
+        if not self.folder.is_dir():
+            return found
+        inside = self.folder.resolve()
+        for top, dirs, files in os.walk(self.folder):  # linked folders are not entered
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(top, name)
+                rel = path.relative_to(self.folder).as_posix()
+                if fsutil.is_temporary(name) or self._skip(rel):
+                    continue
+                real = path.resolve()
+                if not real.is_relative_to(inside):
+                    if rel not in self._refused:
+                        self._refused.add(rel)
+                        log.warning("not syncing %s: it links outside %s", path, self.folder)
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    st = real.stat()
+                    if stat.S_ISREG(st.st_mode):
+                        found[rel] = (real, st.st_size, st.st_mtime_ns)
+        return found
+
+    def download(self) -> int:
+        """Bring every object under `uri` (but the skipped ones) into the folder; they then
+        count as uploaded. How many."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not self.uri:
+            return 0
+        keys = [info.key for info in storage.list_objects(self.uri) if not self._skip(info.key)]
+        wanted = set(keys)
+        if not keys:
+            return 0
+        log.info("bringing %d files down from %s into %s", len(keys), self.uri, self.folder)
+        storage.download_prefix(self.uri, self.folder, keys=keys)
+        with self._lock:
+            self._sent.update({rel: (size, mtime) for rel, (_, size, mtime)
+                               in self._files().items() if rel in wanted})
+        return len(keys)
+
+    def upload(self) -> int:
+        """Upload the files that are new or changed since the last round; how many.
+
+        Raises StorageError when an upload fails (the file is tried again next round).
+        """
+        if not self.uri:
+            return 0
+        with self._lock, ThreadPoolExecutor(LOOKUPS) as pool:
+            files = self._files()
+            changed = [rel for rel, (_, *seen) in files.items()
+                       if self._sent.get(rel) != tuple(seen)]
+            # With a writer: each file's digest and the stamp there, all read at once.
+            looks = {rel: pool.submit(self._look, rel, files[rel][0])
+                     for rel in changed} if self.writer else {}
+            for rel in changed:
+                source, size, mtime = files[rel]
+                try:
+                    if rel in looks:
+                        self._send_stamped(rel, source, *looks[rel].result())
+                    else:
+                        storage.upload_file(source, storage.join(self.uri, rel))
+                except (ObjectNotFoundError, FileNotFoundError):
+                    continue  # replaced or removed meanwhile: the next round sees it
+                self._sent[rel] = (size, mtime)
+        return len(changed)
+
+    def _look(self, rel: str, source: Path) -> tuple[str, Stamp | None]:
+        return fsutil.sha256_file(source), upload_stamps.read(storage.join(self.uri, rel))
+
+    def _send_stamped(self, rel: str, source: Path, digest: str, there: Stamp | None) -> None:
+        """Upload one file stamped, unless its bytes are there already (this host's or
+        another's); warn when it replaces another host's different bytes."""
+        if there is None or there.sha256 != digest:
+            uri = storage.join(self.uri, rel)
+            clash = self._clash(uri, there, kept=self.writer.host)
+            upload_stamps.upload(source, uri, Stamp(self.writer, digest, clash))
+        self._left[rel] = digest
+
+    def finish(self) -> int:
+        """The last round, once the job's program ended: `upload()`, then, with a writer, one
+        HEAD per file this host uploaded in the job, so that another host's different bytes
+        which replaced them (two hosts uploading at once, neither seeing the other's stamp) are
+        warned about too. How many files the round uploaded; StorageError as `upload()`."""
+        sent = self.upload()
+        if self.writer is not None and self.uri:
+            with self._lock, ThreadPoolExecutor(LOOKUPS) as pool:
+                uris = [storage.join(self.uri, rel) for rel in self._left]
+                stamps = pool.map(upload_stamps.read, uris)
+                for uri, digest, there in zip(uris, self._left.values(), stamps, strict=True):
+                    if there is not None and there.sha256 != digest:
+                        self._clash(uri, there, kept=there.writer.host)
+        return sent
+
+    def _clash(self, uri: str, there: Stamp | None, kept: str) -> frozenset[str]:
+        """The hosts of this job known to have written different bytes to `uri`, this one
+        included; warns when this host is new to them (`kept`: whose bytes stay there)."""
+        if there is None or there.writer.job != self.writer.job:
+            return frozenset()  # nothing there, or from another job (e.g. the one resumed)
+        if there.writer.host == self.writer.host:
+            return there.clash
+        hosts = there.clash | {there.writer.host, self.writer.host}
+        if hosts != there.clash:
+            log.warning("hosts %s wrote different bytes to %s; the last upload (%s's) is "
+                        "kept there, as SageMaker keeps the last writer's",
+                        " and ".join(sorted(hosts)), uri, kept)
+        return hosts
+
+    @contextlib.contextmanager
+    def running(self, interval_s: float = INTERVAL_S) -> Iterator[None]:
+        """Upload every `interval_s` in the background while the block runs. A failed round is
+        logged and retried; the caller's `finish()` after the block reports what failed."""
+        if not self.uri:
+            yield
+            return
+        ended = threading.Event()
+
+        def loop() -> None:
+            while not ended.wait(interval_s):
+                try:
+                    self.upload()
+                except Exception as exc:  # noqa: BLE001 - retried next round and at the end
+                    log.warning("upload of %s to %s failed (retried): %s",
+                                self.folder, self.uri, exc)
+
+        thread = threading.Thread(target=loop, name="ddpjob-folder-sync", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            ended.set()
+            thread.join()

@@ -1,0 +1,29 @@
+"""What the platform does after the script on the first host: the job's results as archives.
+
+SageMaker uploads `/opt/ml/model` as `model.tar.gz` and `/opt/ml/output/data` as
+`output.tar.gz` under `<output_path>/<job name>/output/`; the bootstrap and a local DLC or
+container host's duties both call this.
+"""
+
+from __future__ import annotations
+
+import logging
+import tarfile
+import tempfile
+from pathlib import Path
+
+from ddpjob_runtime.shared import storage
+
+log = logging.getLogger(__name__)
+
+
+def upload_results(model_dir: Path, output_data_dir: Path, prefix: str) -> None:
+    """`model_dir` and `output_data_dir` as `<prefix>/model.tar.gz` and `<prefix>/output.tar.gz`."""
+    with tempfile.TemporaryDirectory(prefix="ddpjob-upload-") as tmp:
+        for folder, name in ((model_dir, "model.tar.gz"), (output_data_dir, "output.tar.gz")):
+            archive = Path(tmp) / name
+            with tarfile.open(archive, "w:gz") as tar:
+                for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+                    tar.add(child, arcname=child.name)
+            log.info("uploading %s to %s/%s", folder, prefix, name)
+            storage.upload_file(archive, f"{prefix}/{name}")

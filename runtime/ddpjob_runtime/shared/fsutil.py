@@ -1,0 +1,148 @@
+"""Small file-system helpers shared by the client and the runtime (torch-free, stdlib only).
+
+Atomic writes (a reader in another process sees the old file or the whole new one), sha256 of a
+file, and `contained`: the one check that a name read from a caller or from storage stays inside
+its folder, and `container_path`: the check of a folder named for a job's container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from ddpjob_runtime.shared.contract import DEFAULT_ROOT
+from ddpjob_runtime.shared.errors import UnsafePathError
+
+TMP_SUFFIX = ".tmp"  # temp files of atomic writes end so; listings skip them
+_CHUNK = 8 * 1024 * 1024
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
+                fsync: bool = False) -> Iterator[IO[bytes]]:
+    """A temp file beside `path`, renamed onto `path` when the block ends without an error.
+
+    `mode` is the file's permission bits (0o600 for private files), less the process's umask as
+    for any new file (a local job's umask 077 keeps everything it writes private); `fsync`
+    makes the data and the rename durable before returning (checkpoints).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    try:
+        os.fchmod(fd, mode & ~_umask())
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        if fsync:
+            fsync_dir(path.parent)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (/proc)."""
+    with contextlib.suppress(OSError, ValueError, IndexError), \
+            open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere: set and restore (the only portable way to read it)
+    os.umask(mask)
+    return mask
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is an atomic write's temp file (`.<name>.<random>.tmp`)."""
+    return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
+def write_text(path: str | os.PathLike, text: str, *, mode: int = 0o644,
+               fsync: bool = False) -> None:
+    """Replace `path` with `text` atomically."""
+    with atomic_open(path, mode=mode, fsync=fsync) as handle:
+        handle.write(text.encode())
+
+
+def write_json(path: str | os.PathLike, data: object, *, indent: int | None = None,
+               mode: int = 0o644, fsync: bool = False) -> None:
+    """Replace `path` with `data` as JSON atomically."""
+    write_text(path, json.dumps(data, indent=indent), mode=mode, fsync=fsync)
+
+
+def copy_file(source: str | os.PathLike, target: str | os.PathLike, *,
+              mode: int = 0o644) -> None:
+    """Copy `source` onto `target` atomically."""
+    with atomic_open(target, mode=mode) as handle, open(source, "rb") as src:
+        shutil.copyfileobj(src, handle, _CHUNK)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Make a rename inside folder `path` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def relative_name(name: object, what: str = "name") -> str:
+    """`name` as a normalised relative posix path; UnsafePathError for one that could escape.
+
+    Absolute paths, '..' parts, NUL and empty names (or '.') are refused. `what` names the
+    kind of name in the message.
+    """
+    text = str(name) if isinstance(name, (str, os.PathLike)) else ""
+    parts = [p for p in PurePosixPath(text.replace("\\", "/")).parts if p != "."]
+    if not parts or "\x00" in text or text.startswith(("/", "\\")) or ".." in parts:
+        raise UnsafePathError(f"{what} {name!r} refused: not a plain relative path (no absolute "
+                              f"path, '..', '.' or empty name)")
+    return "/".join(parts)
+
+
+def contained(base: str | os.PathLike, relative: object, what: str = "name") -> Path:
+    """`base / relative`, refused (UnsafePathError) unless it names something inside `base`.
+
+    `relative` comes from outside (a manifest, an S3 key, a channel or archive member name):
+    beyond `relative_name`'s checks, a path that resolves through links outside `base` (or
+    to `base` itself) is refused.
+    """
+    root = Path(base)
+    target = root / relative_name(relative, what)
+    real_root, real_target = root.resolve(), target.resolve()
+    if real_target == real_root or not real_target.is_relative_to(real_root):
+        raise UnsafePathError(f"{what} {relative!r} refused: it resolves outside {base}")
+    return target
+
+
+def container_path(local: object, what: str, *, anywhere: bool = False) -> Path:
+    """`local` as a job's folder in its container: an absolute path without '..', below
+    `/opt/ml` unless `anywhere` (a container of its own, as on SageMaker). A local host's
+    folder is its `/opt/ml` mapped elsewhere, so a path outside it would leave the job."""
+    path = Path(local) if isinstance(local, str) else None
+    if path is None or not path.is_absolute() or ".." in path.parts:
+        raise UnsafePathError(f"{what} {local!r} refused: an absolute path without '..' is "
+                              f"required (a folder below {DEFAULT_ROOT})")
+    if not anywhere and (path == Path(DEFAULT_ROOT) or not path.is_relative_to(DEFAULT_ROOT)):
+        raise UnsafePathError(f"{what} {local!r} refused: it must be a folder below "
+                              f"{DEFAULT_ROOT} (each local host has its own {DEFAULT_ROOT})")
+    return path
