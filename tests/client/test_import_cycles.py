@@ -54,21 +54,3 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 @pytest.mark.parametrize("packages", ["sdk", "runtime"])
 def test_no_import_cycle(packages: str) -> None:
     assert _cycle(_imports(ROOT / packages)) is None
-
-
-def test_the_client_imports_only_the_shared_layer_of_the_runtime() -> None:
-    """Every runtime module the client imports is listed in docs/contract.md's table of the
-    shared layer (a new one is listed there, or not imported)."""
-    table = [line for line in (ROOT / "docs" / "contract.md").read_text().splitlines()
-             if line.startswith("| `ddpjob_runtime.")]
-    listed = {name.strip("`.").removeprefix("ddpjob_runtime.") for line in table
-              for name in line.split("|")[1].replace(",", " ").split()}
-    imported = set()
-    for path in (ROOT / "sdk" / "ddpjob").glob("**/*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module == "ddpjob_runtime":
-                imported |= {(a.name, path.name) for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                    "ddpjob_runtime."):
-                imported.add((node.module.split(".")[1], path.name))
-    assert {(module, where) for module, where in imported if module not in listed} == set()

@@ -1,0 +1,134 @@
+"""The package rules of docs/architecture.md, read from the source's import statements.
+
+What the client may import, what ships to SageMaker, which part of the runtime may use which,
+and that the local backend never reaches into the SageMaker one (no import cycle at all:
+tests/client/test_import_cycles.py).
+Every `import` counts, also inside functions, except under `if TYPE_CHECKING:`.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = (ROOT / "sdk", ROOT / "runtime")
+RUNTIME = "ddpjob_runtime"
+
+# The runtime's parts and what each may import of the runtime (and whether torch).
+RUNTIME_PARTS = {
+    "shared": {"shared"},  # the torch-free layer the client and every host share
+    "platform": {"shared", "platform"},  # SageMaker's duties around the script (local hosts too)
+    "localkit": {"shared", "localkit"},  # the local hosts' template; never shipped
+    "job": {"shared", "platform", "job", "checkpoints"},  # in the job's processes, with torch
+    "checkpoints": {"shared", "platform"},  # user API
+    "dataparallel": {"dataparallel"},  # user API (smdistributed.dataparallel's)
+}
+TORCH_FREE_PARTS = {"shared", "platform", "localkit"}
+CLIENT_MAY_IMPORT = {"shared"}  # ddpjob, outside the local backend
+LOCAL_BACKEND_MAY_IMPORT = {"shared", "platform"}  # ddpjob.local: it also acts as the platform
+
+
+def _module_name(path: Path) -> str:
+    base = next(src for src in SOURCES if src in path.parents)
+    parts = list(path.relative_to(base).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(path): path for src in SOURCES for path in src.rglob("*.py")
+            if "__pycache__" not in path.parts}
+
+
+MODULES = _modules()
+
+
+def _imports(tree: ast.AST, top_level_only: bool) -> Iterator[str]:
+    """The module names the statements import (`from a import b` names `a.b` when it is one)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                joined = f"{node.module}.{alias.name}"
+                yield joined if joined in MODULES else node.module
+        elif top_level_only and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                  ast.ClassDef)):
+            if isinstance(node, ast.ClassDef):  # a class body runs at import
+                yield from _imports(node, top_level_only)
+            continue
+        else:
+            yield from _imports(node, top_level_only)
+
+
+@functools.cache
+def imports_of(module: str, top_level_only: bool = False) -> frozenset[str]:
+    return frozenset(_imports(ast.parse(MODULES[module].read_text()), top_level_only))
+
+
+def _part(module: str) -> str | None:
+    """`shared`, `platform`, ... for a runtime module, None elsewhere."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == RUNTIME and len(parts) > 1 else None
+
+
+def _runtime_parts_imported(module: str) -> set[str]:
+    return {_part(name) for name in imports_of(module) if name.split(".")[0] == RUNTIME}
+
+
+def _violations(modules: list[str], allowed: set[str]) -> list[str]:
+    return [f"{module} imports ddpjob_runtime.{part}" for module in modules
+            for part in sorted(_runtime_parts_imported(module) - allowed)]
+
+
+def test_the_runtime_has_only_its_parts_and_user_api_at_the_top() -> None:
+    tops = {_part(name) for name in MODULES if _part(name)}
+    assert tops == set(RUNTIME_PARTS), tops
+    assert all(_part(name) or name == RUNTIME for name in MODULES if name.startswith(RUNTIME))
+
+
+@pytest.mark.parametrize("part", sorted(RUNTIME_PARTS))
+def test_each_runtime_part_imports_only_what_it_may(part: str) -> None:
+    modules = [name for name in MODULES if _part(name) == part]
+    assert modules
+    assert _violations(modules, RUNTIME_PARTS[part]) == []
+    assert not [name for name in modules for imported in imports_of(name)
+                if imported.split(".")[0] == "ddpjob"], "the runtime never imports the client"
+    if part in TORCH_FREE_PARTS:
+        assert not [f"{name} imports {imported}" for name in modules
+                    for imported in imports_of(name) if imported.split(".")[0] == "torch"]
+
+
+def test_what_ships_to_sagemaker_never_imports_the_local_kit() -> None:
+    shipped = [name for name in MODULES if name.startswith(RUNTIME) and _part(name) != "localkit"]
+    assert [name for name in shipped if "localkit" in _runtime_parts_imported(name)] == []
+
+
+def test_the_client_imports_the_shared_layer_only() -> None:
+    client = [name for name in MODULES
+              if name.startswith("ddpjob.") and not name.startswith("ddpjob.local")]
+    local = [name for name in MODULES if name.startswith("ddpjob.local")]
+    assert _violations(client, CLIENT_MAY_IMPORT) == []
+    assert _violations(local, LOCAL_BACKEND_MAY_IMPORT) == []
+
+
+def test_the_local_backend_never_imports_the_sagemaker_backend() -> None:
+    local = [name for name in MODULES if name.startswith("ddpjob.local")]
+    assert [f"{name} imports {imported}" for name in local for imported in imports_of(name)
+            if imported.startswith("ddpjob.sagemaker")] == []
+
+
+def test_a_rule_breach_is_seen(tmp_path: Path) -> None:
+    """The reader finds imports inside functions and `from package import module` forms."""
+    tree = ast.parse("def f():\n    from ddpjob_runtime.job import launcher\n"
+                     "from ddpjob_runtime import checkpoints\n"
+                     "if TYPE_CHECKING:\n    import torch\n")
+    assert set(_imports(tree, top_level_only=False)) == {
+        "ddpjob_runtime.job.launcher", "ddpjob_runtime.checkpoints"}
+    assert set(_imports(tree, top_level_only=True)) == {"ddpjob_runtime.checkpoints"}
