@@ -9,15 +9,18 @@ the official SDK reads it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ddpjob.base_session import BaseSession
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
 
 COLUMNS = ["timestamp", "metric_name", "value"]
 
 
 def metrics_for_job(session: BaseSession, job_name: str,
-                    metric_names: list[str] | None = None) -> Any:
+                    metric_names: list[str] | None = None) -> pandas.DataFrame:
     """The metric series of `job_name` (all of its MetricDefinitions, or `metric_names`) as a
     pandas DataFrame; without pandas, one clear error (the rows themselves:
     `session.metric_series`)."""
@@ -45,7 +48,7 @@ class TrainingJobAnalytics:
         self.name = training_job_name
         self._metric_names = metric_names
         self._session = sagemaker_session
-        self._dataframe: Any = None
+        self._dataframe: pandas.DataFrame | None = None
 
     def __repr__(self) -> str:
         return f"<ddpjob.TrainingJobAnalytics for {self.name}>"
@@ -54,7 +57,7 @@ class TrainingJobAnalytics:
         """Forget the series read so far: the next `dataframe()` reads it again."""
         self._dataframe = None
 
-    def dataframe(self, force_refresh: bool = False) -> Any:
+    def dataframe(self, force_refresh: bool = False) -> pandas.DataFrame:
         """The series as a pandas DataFrame of `timestamp`, `metric_name`, `value` (needs
         pandas, as the official SDK's does)."""
         if force_refresh:
