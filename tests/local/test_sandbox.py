@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ddpjob.local.isolation import sandbox
+from ddpjob.local.isolation import capabilities, sandbox
 
 from tests.local.conftest import machine_state
 
@@ -26,10 +26,12 @@ check chmod_staged "chmod 666 $STAGED/f"
 check write_read_only "touch $JOBS/x"
 check write_writable "touch $JOBS/hosts/x"
 check write_opt 'touch /opt/x'
-check unmount 'umount /opt/ml'
 echo "view=$(cat /opt/ml/input/data/ch/f)"
 echo "hosts=$(grep -c algo- /etc/hosts) $(grep algo-2 /etc/hosts)"
 echo "opt=$(ls -A /opt | tr '\n' ' ')"
+echo "bounding=$(awk '/^CapBnd/ {print $2}' /proc/self/status)"
+check remount 'mount -o remount,bind,rw /opt/ml/input/data/ch'
+check unmount 'umount -l /opt/ml/input/data/ch'
 """
 EROFS = "Read-only file system"
 
@@ -56,11 +58,18 @@ def _layout(base: Path, owner: int) -> dict[str, Path]:
     return paths
 
 
-def _run(paths: dict[str, Path], python: str, user: int | None = None) -> tuple[int, dict]:
+def _run(paths: dict[str, Path], python: str, user: int | None = None,
+         give_up: frozenset[int] | None = None) -> tuple[int, dict]:
+    """Run SCRIPT in a sandbox (as `user`) that gives up `give_up`, by default what a host
+    with a staged channel does."""
+    if give_up is None:
+        give_up = capabilities.given_up(root=(user or os.geteuid()) == 0, namespaces=True,
+                                        staged=True)
     command = sandbox.wrap(
         ["sh", "-c", SCRIPT], root=paths["root"], hosts_file=paths["hosts_file"],
         read_only=[paths["jobs"], paths["staged"]], writable=[paths["jobs"] / "hosts"],
         views={paths["root"] / "input" / "data" / "ch": paths["staged"]},
+        give_up=give_up,
     )  # fmt: skip
     command[0] = python
     env = {"PATH": "/usr/bin:/bin", "STAGED": str(paths["staged"]), "JOBS": str(paths["jobs"])}
@@ -80,7 +89,7 @@ def _check(pid: int, seen: dict, paths: dict[str, Path]) -> None:
     for refused in ("write_view", "chmod_view", "chmod_staged", "write_read_only", "write_opt"):
         assert seen[refused].startswith("refused") and EROFS in seen[refused], refused
     assert seen["write_writable"] == "ok"
-    assert seen["unmount"].startswith("refused")
+    assert seen["remount"].startswith("refused") and seen["unmount"].startswith("refused")
     assert seen["view"] == "original"
     assert seen["hosts"] == "2 127.0.0.2 algo-2"
     assert (paths["staged"] / "f").read_text() == "original\n"
@@ -99,6 +108,7 @@ def test_a_host_as_root_sees_its_root_as_opt_ml_and_cannot_change_what_is_shared
     _check(pid, seen, paths)
     opt = sorted(p.name for p in Path("/opt").iterdir())
     assert seen["opt"].split() == sorted([*opt, "ml"])  # the machine's /opt, plus ml inside only
+    assert not int(seen["bounding"], 16) >> capabilities.CAP_SYS_ADMIN & 1  # what it gave up
     assert machine_state() == before
 
 
@@ -140,6 +150,26 @@ def test_the_hosts_file_keeps_the_machine_lines_but_the_job_hosts(tmp_path: Path
 
 def test_outside_a_namespace_no_root_is_opt_ml(tmp_path: Path) -> None:
     assert not sandbox.inside(tmp_path)
+
+
+def test_a_root_host_that_gave_up_nothing_could_remount_its_channel(tmp_path: Path) -> None:
+    """The check that a root host's refusals above come from the capability it gave up."""
+    _namespaces()
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    _, seen = _run(_layout(tmp_path / "ns", 0), shutil.which("python3") or "python3",
+                   give_up=frozenset())
+    assert (seen["remount"], seen["unmount"]) == ("ok", "ok")
+    assert int(seen["bounding"], 16) >> capabilities.CAP_SYS_ADMIN & 1
+
+
+def test_a_capability_that_is_no_number_is_refused_with_one_line(tmp_path: Path) -> None:
+    command = sandbox.wrap(["true"], root=tmp_path, read_only=[], hosts_file=tmp_path,
+                           give_up=["sys_admin"])  # type: ignore[list-item]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == ("sandbox.py: --give-up 'sys_admin': a capability's "
+                                            "number (0 to 63) is allowed")
 
 
 @pytest.mark.parametrize(("change", "expected"), [

@@ -52,9 +52,9 @@ def _client_capabilities(peer: int) -> dict[str, int]:
 
 def take_capabilities(peer: int) -> None:
     """Hold what the client would hold had it exec'ed this (its capabilities within its
-    bounding set, which a process asking for itself may have cut after its own start): the
-    host's sandbox took CAP_SYS_ADMIN from it (in a namespace), its runtime CAP_DAC_OVERRIDE
-    (staged channels stay read-only for root without one), a user namespace everything."""
+    bounding set, which may have been cut after the client's own start): what the host gave
+    up as it started (`ddpjob.local.isolation.capabilities`) stays given up, and a user
+    namespace leaves nothing."""
     caps = _client_capabilities(peer)
     for name in ("CapEff", "CapPrm", "CapInh"):
         caps[name] &= caps["CapBnd"]

@@ -8,8 +8,8 @@ modules — never user code — and stays single-threaded: nothing runs a torch 
 initialised, OpenBLAS gets one thread. For each client (`ddpjob_runtime.shared.forkrun`) it forks a
 child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
 stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
-host's own `/opt/ml`, entered with `setns`) and with the client's capabilities (what the host's
-sandbox and runtime dropped stays dropped), dying with the template. The template sends the
+host's own `/opt/ml`, entered with `setns`) and with the client's capabilities (what the host
+gave up as it started stays given up), dying with the template. The template sends the
 client `R<pid>` once the child is set up (`F<reason>` when it could not be) and `X<wait status>`
 when it exits; when the client goes away first, the child's process group is killed.
 

@@ -3,7 +3,8 @@
 A channel is either a URI (`"s3://…"`, `"file://…"`: downloaded here, `S3Prefix` semantics) or
 `{"staged": "/abs/folder"}`: the platform staged it once for the whole job as read-only files,
 and this host hard-links them (same names, same tree), so every host sees the same bytes at the
-cost of one copy. A host may delete or replace its own links; writing into a staged file fails.
+cost of one copy. A host may delete or replace its own links; writing into a staged file fails
+(for root too: the local backend starts such a host without CAP_DAC_OVERRIDE).
 Under real SageMaker there is no platform.json and nothing here runs.
 """
 
@@ -15,15 +16,11 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ddpjob_runtime.shared import fsutil, processes, storage
+from ddpjob_runtime.shared import fsutil, storage
 from ddpjob_runtime.shared.errors import RuntimeContractError
 from ddpjob_runtime.shared.platform_config import ChannelSource
 
 log = logging.getLogger(__name__)
-
-# Root writes through a file's mode with it; without it a staged 0444 file is read-only for
-# root too (the workers are started after the drop, so they never hold it).
-_CAP_DAC_OVERRIDE = 1
 
 
 def stage(channels: Mapping[str, ChannelSource], channel_dir: Callable[[str], Path]) -> None:
@@ -36,8 +33,6 @@ def stage(channels: Mapping[str, ChannelSource], channel_dir: Callable[[str], Pa
         else:
             log.info("staging channel %s from %s", name, source.location)
             storage.download_prefix(source.location, dest)
-    if any(source.staged for source in channels.values()) and os.geteuid() == 0:
-        _keep_root_out()
 
 
 def link_tree(src: Path, dest: Path) -> None:
@@ -63,15 +58,3 @@ def link_or_copy(src: Path, dest: Path) -> None:
             raise
         fsutil.copy_file(src, dest, mode=0o444)
 
-
-def _keep_root_out() -> None:
-    """Drop CAP_DAC_OVERRIDE from what this host's workers may hold: as root they would
-    otherwise write through the staged files' read-only mode into every host's view. Best
-    effort: without CAP_SETPCAP the mode alone protects the files (from non-root processes)."""
-    try:
-        processes.drop_bounding_capability(_CAP_DAC_OVERRIDE)
-    except AttributeError:
-        return  # no prctl: not Linux
-    except OSError as exc:
-        log.warning("running as root without CAP_SETPCAP: the staged channels are "
-                    "read-only only for non-root processes (%s)", exc.strerror)

@@ -27,11 +27,12 @@ waits for it as before). In the namespace:
 
 Who may do this: root (with CAP_SYS_ADMIN) unshares the mount namespace alone; any other user
 gets a user namespace too, where its own uid and gid map to themselves (so files keep their
-owners and the host's processes hold no capability once the command is executed). A root host
-drops CAP_SYS_ADMIN from its bounding set before the command, so neither can unmount or remount
-what protects the others. The host still shares the machine's pid namespace and user: this keeps
-mistakes of a script from reaching other hosts, the cache or later jobs; it is no jail for a
-script that sets out to escape (e.g. through `/proc/<pid>/root` of a process outside).
+owners and the host's processes hold no capability once the command is executed). Before the
+command the host gives up what the caller names (`--give-up`, from `capabilities.given_up`: a
+root host CAP_SYS_ADMIN, so that it can neither unmount nor remount what protects the others).
+The host still shares the machine's pid namespace and user: this keeps mistakes of a script
+from reaching other hosts, the cache or later jobs; it is no jail for a script that sets out
+to escape (e.g. through `/proc/<pid>/root` of a process outside).
 
 `available()` says whether this works here (a probe process tries it once); where it does not
 (not Linux, a kernel or container that forbids namespaces, `DDPJOB_HOST_NAMESPACES=0`) the
@@ -43,7 +44,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 SWITCH_ENV = "DDPJOB_HOST_NAMESPACES"
 OPT_ML = "/opt/ml"
@@ -59,7 +60,7 @@ _MS_BIND, _MS_REC, _MS_PRIVATE, _MS_RELATIME = 0x1000, 0x4000, 0x40000, 0x200000
 _KEPT_FLAGS = {os.ST_NOSUID: _MS_NOSUID, os.ST_NODEV: _MS_NODEV, os.ST_NOEXEC: _MS_NOEXEC,
                os.ST_NOATIME: _MS_NOATIME, os.ST_NODIRATIME: _MS_NODIRATIME,
                os.ST_RELATIME: _MS_RELATIME} if sys.platform.startswith("linux") else {}
-_PR_CAPBSET_DROP, _CAP_SYS_ADMIN = 24, 21
+_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, _CAP_LAST = 24, 21, 63
 _OFF = ("0", "false", "no", "off")
 PathLike = str | os.PathLike  # a path (pathlib's import would slow every host's start)
 
@@ -106,12 +107,16 @@ def wrap(
     command: Sequence[str], *, root: PathLike, read_only: Sequence[PathLike], hosts_file: PathLike,
     writable: Sequence[PathLike] = (), views: Mapping[PathLike, PathLike] | None = None,
     writable_views: Mapping[PathLike, PathLike] | None = None, hidden: Sequence[PathLike] = (),
+    give_up: Iterable[int] = (),
 ) -> list[str]:  # fmt: skip
     """The command that runs `command` in a mount namespace where `/opt/ml` is `root`,
     `/etc/hosts` is `hosts_file`, the `read_only` paths are read-only but for the `writable`
     paths inside them, each `views` target shows its source folder read-only, each
-    `writable_views` target its source folder writable, and each `hidden` folder is empty."""
+    `writable_views` target its source folder writable, and each `hidden` folder is empty;
+    the capabilities `give_up` (numbers) are out of its bounding set."""
     args = [*_interpreter(), "--root", str(root), "--hosts-file", str(hosts_file)]
+    for cap in sorted(give_up):
+        args += ["--give-up", str(cap)]
     for flag, paths in (("--read-only", read_only), ("--writable", writable),
                         ("--hidden", hidden)):
         for path in paths:
@@ -254,8 +259,10 @@ def _existing(path: str, what: str) -> str:
 
 def set_up(root: str, hosts_file: str, read_only: Sequence[str], writable: Sequence[str],
            views: Sequence[tuple[str, str]],
-           writable_views: Sequence[tuple[str, str]] = (), hidden: Sequence[str] = ()) -> None:
-    """Enter the host's namespace and mount everything (see the module's docstring)."""
+           writable_views: Sequence[tuple[str, str]] = (), hidden: Sequence[str] = (),
+           give_up: Sequence[int] = ()) -> None:
+    """Enter the host's namespace, mount everything (see the module's docstring), then give up
+    the capabilities `give_up`."""
     binds = [(_existing(p, "read-only path"),) * 2 + (True,) for p in read_only]
     binds += [(_existing(p, "writable path"),) * 2 + (False,) for p in writable]
     binds += [(_existing(s, "view source"), _existing(t, "view target"), True) for t, s in views]
@@ -276,17 +283,18 @@ def set_up(root: str, hosts_file: str, read_only: Sequence[str], writable: Seque
     _bind(root, OPT_ML, read_only=False)
     for folder in shadows:  # read-only, as the machine's folder is to the host's processes
         _seal(folder)
-    _drop_sys_admin()
+    _give_up(give_up)
 
 
 def _seal(tmpfs: str) -> None:
     _mount(None, tmpfs, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
-def _drop_sys_admin() -> None:
-    if os.geteuid() == 0:  # a root host must not undo the read-only mounts
-        _call(_libc.prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0),
-              "drop CAP_SYS_ADMIN from the bounding set")
+def _give_up(caps: Sequence[int]) -> None:
+    """Take `caps` out of the bounding set: the command executed next holds none of them."""
+    for cap in caps:
+        _call(_libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0),
+              f"give up capability {cap} (drop it from the bounding set)")
 
 
 def _probe_here() -> None:
@@ -298,10 +306,12 @@ def _probe_here() -> None:
     _seal(here)
     if not (os.path.lexists(OPT_ML) or os.path.isdir(os.path.dirname(OPT_ML))):
         raise SandboxError(f"this machine has neither {OPT_ML} nor {os.path.dirname(OPT_ML)}")
-    _drop_sys_admin()
+    if os.geteuid() == 0:  # a root host is asked to give up capabilities: check that it may
+        _give_up([_CAP_SYS_ADMIN])
 
 
-_LISTED = {"--read-only": "read_only", "--writable": "writable", "--hidden": "hidden"}
+_LISTED = {"--read-only": "read_only", "--writable": "writable", "--hidden": "hidden",
+           "--give-up": "give_up"}
 _SINGLE = {"--root": "root", "--hosts-file": "hosts_file"}
 _VIEWS = {"--view": "view", "--writable-view": "writable_view"}
 
@@ -311,7 +321,7 @@ def _parse(argv: list[str]) -> dict:
     this file's start)."""
     args: dict = {"probe": False, "root": None, "hosts_file": None, "read_only": [],
                   "writable": [], "hidden": [], "view": [], "writable_view": [],
-                  "command": []}
+                  "give_up": [], "command": []}
     rest = list(argv)
     while rest:
         flag = rest.pop(0)
@@ -331,13 +341,17 @@ def _parse(argv: list[str]) -> dict:
             args[_VIEWS[flag]].append((rest.pop(0), rest.pop(0)))
         else:
             _usage(f"unknown argument {flag!r}")
+    bad = [value for value in args["give_up"] if not (value.isdigit() and int(value) <= _CAP_LAST)]
+    if bad:
+        _usage(f"--give-up {bad[0]!r}: a capability's number (0 to {_CAP_LAST}) is allowed")
+    args["give_up"] = [int(value) for value in args["give_up"]]
     return args
 
 
 def _usage(message: str) -> None:
     print("usage: sandbox.py (--probe | --root R --hosts-file F [--read-only P]... "
           "[--writable P]... [--hidden P]... [--view TARGET SOURCE]... "
-          "[--writable-view TARGET SOURCE]... "
+          "[--writable-view TARGET SOURCE]... [--give-up CAP]... "
           f"-- COMMAND...)\nsandbox.py: {message}",
           file=sys.stderr)
     sys.exit(2)
@@ -371,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
         _usage("--root, --hosts-file and a command after -- are required")
     try:
         set_up(root, args["hosts_file"], args["read_only"], args["writable"], args["view"],
-               args["writable_view"], args["hidden"])
+               args["writable_view"], args["hidden"], args["give_up"])
         os.chdir(OPT_ML)
     except (SandboxError, OSError) as exc:
         _fail(root, f"cannot give the host its own {OPT_ML}: {exc}")

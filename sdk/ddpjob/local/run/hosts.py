@@ -1,6 +1,7 @@
 """Start, watch and end the simulated hosts of one local job: one `ddpjob-train` each (or the
 command of the request's container), each in its own mount namespace where Linux allows it
-(`sandbox`): there `/opt/ml` is the host's folder and the staged channels are read-only mounts."""
+(`sandbox`): there `/opt/ml` is the host's folder and the staged channels are read-only mounts.
+Each host gives up, as it starts, the Linux capabilities `capabilities.given_up` decides."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any
 from ddpjob_runtime.shared import contract, processes
 
 from ddpjob.local.hostkinds import hostkind
-from ddpjob.local.isolation import gpus, hostroot, sandbox
+from ddpjob.local.isolation import capabilities, gpus, hostroot, sandbox
 from ddpjob.local.run import failure_cause, proctree, staging, templates
 from ddpjob.local.run.templates import Template
 from ddpjob.local.warmpools import poolcache, pools
@@ -128,12 +129,14 @@ class Hosts:
                       f"{message}\n")
 
     def _isolated(self, command: list[str], root: Path, staged: dict[str, Any] | None,
-                  hosts_file: Path, pool_cache: Path | None) -> list[str]:
+                  hosts_file: Path, pool_cache: Path | None,
+                  give_up: frozenset[int]) -> list[str]:
         """`command` run in the host's own namespace: `/opt/ml` is `root`, every staged channel
         a read-only mount at `input/data/<channel>` (`staged` names them), the host's warm-pool
         cache (`pool_cache`) a writable one at `sagemaker/warmpoolcache`, `/etc/hosts` the job's
         `hosts_file`, the job folders and the object cache read-only but for this job's
-        `hosts/`, the warm pools' folder empty (no pool's cache, record or log by its path)."""
+        `hosts/`, the warm pools' folder empty (no pool's cache, record or log by its path),
+        the capabilities `give_up` out of its bounding set."""
         views = {}
         for name, spec in ((staged or {}).get("channels") or {}).items():
             target = root / contract.DATA_DIR / name
@@ -147,7 +150,8 @@ class Hosts:
         return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
                             writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
                             views=views, writable_views={root / poolcache.IN_ROOT: pool_cache}
-                            if pool_cache is not None else None, hidden=[pools_folder])
+                            if pool_cache is not None else None, hidden=[pools_folder],
+                            give_up=give_up)
 
     def _pool_cache(self, host: str, root: Path, own_namespace: bool) -> Path | None:
         """Host `host`'s warm-pool cache, placed in its root (None when the job is on no pool)."""
@@ -180,13 +184,19 @@ class Hosts:
             root = hostroot.prepare(self.request, host, port, self.job_dir, mounted, own)
             host_command = self.kind.host_command(self.job_dir, host) or command
             cache = self._pool_cache(host, root, own)
-            if own:
-                host_command = self._isolated(host_command, root, host_staged, hosts_file, cache)
+            give_up = capabilities.given_up(root=os.geteuid() == 0, namespaces=own, staged=bool(
+                (host_staged or {}).get(contract.PLATFORM_CHANNELS)))
+            preexec = processes.ends_with_this_process()
+            if own:  # the sandbox gives them up once the namespace is mounted
+                host_command = self._isolated(host_command, root, host_staged, hosts_file, cache,
+                                              give_up)
+            elif give_up:
+                preexec = capabilities.preexec(capabilities.droppable(give_up), preexec)
             with open(self.log_file(host), "ab") as out:
                 self.procs[host] = subprocess.Popen(
                     host_command, cwd=root, env=self._env(root, gpu_ids, cache),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True, preexec_fn=processes.ends_with_this_process(),
+                    start_new_session=True, preexec_fn=preexec,
                 )  # fmt: skip
             log.info("started %s (pid %d): %s", host, self.procs[host].pid, root)
         return {host: proc.pid for host, proc in self.procs.items()}
