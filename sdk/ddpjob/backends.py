@@ -24,13 +24,15 @@ class Backend:
     role they get, which URI schemes its hosts reach, how often it is polled. Static: what needs
     a session (the role's ARN, the default output folder) the session answers.
 
-    `session_class` ("module:Class") is imported only when a session is made; `allowed` says
-    the instance types it runs (by name or prefix); `default_instance_type` is what a run that
+    `session_class` ("module:Class") is imported only when a session is made; `label` names its
+    jobs in messages ("SageMaker"); `allowed` says the instance types it runs (by name or
+    prefix); `default_instance_type` is what a run that
     names none gets (None: one is required); `default_image` is the TrainingImage it records
     when the estimator names none ("": the estimator must name one, `image_hint` says how);
     `default_role` is the RoleArn of a job that names none ("": one is required, and
     `role_check` returns it or refuses it); `inputs_in_place`: its hosts read local input data
-    where it lies, else it is uploaded under the default output folder.
+    where it lies, else it is uploaded under the default output folder; `poll_seconds` is the
+    pause between two looks at a job that is being followed.
     """
 
     name: str
