@@ -7,7 +7,7 @@ creates or sends anything).
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ddpjob_runtime.shared import storage
 
@@ -23,8 +23,11 @@ _Session = TypeVar("_Session", bound="SessionPolicy")
 class SessionPolicy(abc.ABC):
     """A session's policy: its backend's value, and its default output folder."""
 
-    #: The backend's policy: its line of the registry (`ddpjob.backends`).
-    backend: ClassVar[Backend]
+    @property
+    @abc.abstractmethod
+    def backend(self) -> Backend:
+        """The backend's policy: its line of the registry (`ddpjob.backends`), which a backend
+        gives as a class attribute (`backend = backends.LOCAL`)."""
 
     @abc.abstractmethod
     def default_output_path(self) -> str:

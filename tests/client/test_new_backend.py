@@ -1,5 +1,5 @@
-"""A new backend is its policy value and nine scheduler members: one written here with only
-those plans, submits and follows a job (an in-memory control plane, its files under tmp_path)."""
+"""A new backend is ten members, its policy value among them: one written here with only those
+plans, submits and stops a job (an in-memory control plane, its files under tmp_path)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,10 @@ from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
 from ddpjob.inputs import parse
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.request import validate_request
-from ddpjob.session_policy import SessionPolicy
 
-#: What a backend must implement, besides its policy value `backend`.
-MEMBERS = {"default_output_path", "submit_dryrun", "_reserve", "_schedule", "_describe", "_stop",
-           "_logs", "list", "_metric_series"}
+#: What a backend must implement: its policy value, its default output folder, its scheduler.
+MEMBERS = {"backend", "default_output_path", "submit_dryrun", "_reserve", "_schedule",
+           "_describe", "_stop", "_logs", "list", "_metric_series"}
 
 ROLE = "arn:aws:iam::000000000000:role/toy"
 TOY = backends.Backend("toy", f"{__name__}:ToySession", "'toy'", "toy", instance_types=("toy",),
@@ -70,9 +69,9 @@ class ToySession(BaseSession):
         return []
 
 
-def test_a_backend_implements_its_policy_value_and_nine_members() -> None:
+def test_a_backend_implements_ten_members() -> None:
     assert BaseSession.__abstractmethods__ == MEMBERS
-    assert "backend" in SessionPolicy.__annotations__  # the policy value, a class attribute
+    assert not ToySession.__abstractmethods__  # the policy value given as a class attribute
 
 
 def test_a_minimal_backend_plans_and_submits_a_job(src: Path, tmp_path: Path) -> None:
