@@ -1,6 +1,11 @@
 """The scheduler interface every backend implements (TorchX's schedulers, in SageMaker's words):
-`submit_dryrun`, `submit`, `describe`, `stop`, `list`, `logs`. Its policy is mixed in from
-`session_policy`, the official SDK's notebook methods from `notebook_session`.
+`submit_dryrun`, `submit`, `describe`, `stop`, `list`, `logs`. Its policy (one `Backend` value,
+and its default output folder) is mixed in from `session_policy`, the official SDK's notebook
+methods from `notebook_session`.
+
+A backend implements ten members: `backend` (its policy value), `default_output_path`, and the
+scheduler's `submit_dryrun`, `_reserve`, `_schedule`, `_describe`, `_stop`, `_logs`, `list`,
+`_metric_series`; everything else has a default it may override.
 """
 
 from __future__ import annotations
@@ -80,9 +85,9 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         """Every rank's Python stacks of the running job `job_name`, each headed by host and
         rank: local jobs only (see `LocalSession.stacks`); here one clear error."""
         raise UserInputError(
-            f"stacks: only local jobs show their ranks' stacks; the processes of {self.label} "
-            f"job {check_job_name(job_name)} are not on this machine (rehearse the job locally "
-            f"with instance_type='local' to see where a hung rank is)")
+            f"stacks: only local jobs show their ranks' stacks; the processes of "
+            f"{self.backend.label} job {check_job_name(job_name)} are not on this machine "
+            f"(rehearse the job locally with instance_type='local' to see where a hung rank is)")
 
     @abc.abstractmethod
     def list(self, max_results: int | None = None, **filters: Any) -> list[dict[str, Any]]:

@@ -232,16 +232,16 @@ def _estimator_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], dict[st
 
 def _require_role(kwargs: dict[str, Any], config: Config, backend: str) -> None:
     """A backend whose jobs need a role says so before anything touches AWS."""
-    session_type = backends.named(backend).session_type()
-    if not session_type.requires_role:
+    policy = backends.named(backend)
+    if not policy.requires_role:
         return
     if not kwargs.get("role"):
         where = f" ({config.path})" if config.path else ""
         raise UserInputError(
-            f"run: a role is required for {session_type.label} jobs: pass --role "
+            f"run: a role is required for {policy.label} jobs: pass --role "
             "arn:aws:iam::<account>:role/<name>, or set role in the job spec or in the config "
             f"file{where}")
-    session_type.check_role(kwargs["role"])
+    policy.check_role(kwargs["role"])
 
 
 def _run(args: argparse.Namespace, config: Config) -> int:

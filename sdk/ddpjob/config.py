@@ -133,10 +133,8 @@ def _check_config_value(key: str, value: str, where: str) -> None:
         raise UserInputError(f"{where}: region {value!r} is not an AWS region name such as "
                              f"'us-east-1'")
     if key == "role":
-        from ddpjob.sagemaker.session import require_role
-
         try:
-            require_role(value)
+            backends.SAGEMAKER.check_role(value)
         except UserInputError as exc:
             raise UserInputError(f"{where}: {exc}") from None
 

@@ -134,7 +134,7 @@ class Estimator(JobResults):
             setattr(self, "_hyperparameters" if name == "hyperparameters" else name, value)
         backend = backends.for_instance_type(self.instance_type) or backends.SAGEMAKER
         self.sagemaker_session = self.session = session or backend.session_type()()
-        self.session.check_instance_type(self.instance_type)
+        self.session.backend.check_instance_type(self.instance_type)
         self._locations = {name: self._named_location(checked[name], given.get(name), name)
                            for name in arguments.LOCATIONS}
         for name, location in self._locations.items():  # the URIs, as the official SDK's
@@ -202,7 +202,7 @@ class Estimator(JobResults):
     def training_image_uri(self) -> str:
         """The TrainingImage: `image_uri`, SageMaker's container for an `ml.*` job, or what the
         session uses when none is given (a label of the runtime installed here, locally)."""
-        return self.session.training_image(self._image())
+        return self.session.backend.training_image(self._image())
 
     @property
     def _source(self) -> packaging.SourceSpec:

@@ -1,13 +1,12 @@
 """The official SageMaker SDK's session methods a notebook calls around the estimator.
 
 `NotebookConveniences` is mixed into every session (`BaseSession`): it only calls the session's
-scheduler (`describe`, `stop`) and policy (`resolve_role`, `region_name`) and adds nothing a job
-needs.
+scheduler (`describe`, `stop`) and policy (`backend`, `resolve_role`, `region_name`) and adds
+nothing a job needs.
 """
 
 from __future__ import annotations
 
-import abc
 from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared import storage
@@ -16,22 +15,27 @@ from ddpjob import bucket_data, job_wait
 from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.backends import Backend
 
-class NotebookConveniences(abc.ABC):
+
+class NotebookConveniences:
     """`default_bucket`, `upload_data`, `download_data`, `describe_training_job`,
     `stop_training_job`, `wait_for_job`, `logs_for_job`, `execution_role` of a session."""
 
     if TYPE_CHECKING:  # the session this is mixed into provides them
         region_name: str | None
+        backend: Backend
 
         def describe(self, job_name: str) -> JobDescription: ...
         def stop(self, job_name: str) -> None: ...
         def resolve_role(self, role: str | None) -> str: ...
 
-    @abc.abstractmethod
     def default_bucket(self) -> str:
         """The name of the bucket for data, code and outputs when none is named (made when
-        missing)."""
+        missing); a backend without one refuses (UserInputError)."""
+        raise UserInputError(f"{self.backend.label} sessions have no default bucket: name a "
+                             f"bucket (upload_data(path, bucket=...))")
 
     def _bucket_root(self, bucket: str) -> str:
         """The folder URI that holds the objects of `bucket`."""

@@ -3,8 +3,8 @@ request; `submit` is that plan, then storing the code and local inputs, then sta
 
 The one place a request is made: every front end builds a `JobDefinition` and calls these
 (TorchX's `submit` is `schedule(submit_dryrun(app))`). The scheduler (a session) fills in what it
-owns: the image when none is named, the role, the default output location, where local inputs
-go, and its own dry run.
+owns: its backend's image when none is named, the role, the default output location, where local
+inputs go, and its own dry run.
 """
 
 from __future__ import annotations
@@ -87,10 +87,11 @@ def plan(definition: JobDefinition, scheduler: BaseSession) -> Plan:
                                                  packaging.ARCHIVE_NAME)
     stopping, resources, checkpoint = definition.stopping, definition.resources, \
         definition.checkpoint
+    image = scheduler.backend.training_image(definition.image)
     values = {
         **definition.members, "instance_type": resources.instance_type,
         "instance_count": resources.instance_count, "role": role, "output_path": output,
-        "image_uri": scheduler.training_image(definition.image), "max_run": stopping.max_run,
+        "image_uri": image, "max_run": stopping.max_run,
         "max_wait": stopping.max_wait, "use_spot_instances": stopping.use_spot_instances,
         "max_retry_attempts": stopping.max_retry_attempts,
         "hyperparameters": _hyperparameters(definition, code_uri, scheduler.region_name),

@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ddpjob import log_lines
 from ddpjob.errors import DdpjobError, JobFailedError
 from ddpjob.job_status import JobDescription, TrainingJobStatus
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.backends import Backend
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +36,11 @@ class WaitTimeoutError(DdpjobError, TimeoutError):
 
 
 class JobControl(Protocol):
-    """What a job is followed through: a session's reading methods and `stop`."""
+    """What a job is followed through: a session's backend (its `poll_seconds`), its reading
+    methods and `stop`."""
 
-    poll_seconds: float
+    @property
+    def backend(self) -> Backend: ...
 
     def describe(self, job_name: str) -> JobDescription: ...
 
@@ -50,7 +55,7 @@ class TrainingJob:
     def __init__(self, session: JobControl, name: str, poll_seconds: float | None = None):
         self.session = session
         self.name = name
-        self.poll_seconds = session.poll_seconds if poll_seconds is None else poll_seconds
+        self.poll_seconds = session.backend.poll_seconds if poll_seconds is None else poll_seconds
         self._last_status: tuple[str, str] | None = None
 
     def __repr__(self) -> str:

@@ -8,7 +8,8 @@ import boto3
 import pytest
 from ddpjob.errors import UserInputError
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError
-from ddpjob.sagemaker.session import ROLE_REQUIRED, Session, require_role
+from ddpjob.sagemaker.roles import ROLE_REQUIRED, require_role
+from ddpjob.sagemaker.session import Session
 
 ACCOUNT = "123456789012"
 
@@ -16,11 +17,11 @@ ACCOUNT = "123456789012"
 def test_session_is_a_remote_control_plane(aws_env):
     session = Session()
     assert session.region_name == "us-east-1"
-    assert session.storage_schemes == {"s3"}
+    assert session.backend.storage_schemes == {"s3"}
     with pytest.raises(UserInputError, match="role is required"):
         session.resolve_role(None)
     with pytest.raises(UserInputError, match="image_uri is required"):
-        session.training_image(None)
+        session.backend.training_image(None)
     with pytest.raises(UserInputError, match="output_path 'file:///x': SageMaker jobs need an s3"):
         session.check_location("file:///x", "output_path")
     assert session.sagemaker_client.meta.service_model.service_name == "sagemaker"

@@ -24,6 +24,7 @@ def test_an_instance_type_names_its_backend(instance_type: object, name: str | N
 def test_each_backend_is_a_session_that_runs_its_own_types(backend: backends.Backend) -> None:
     session_type = backend.session_type()
     assert issubclass(session_type, BaseSession) and backends.named(backend.name) is backend
+    assert session_type.backend is backend  # its policy is its registry line
     example = backend.default_instance_type or f"{backend.type_prefix}m5.large"
     assert backends.for_instance_type(example) is backend
 

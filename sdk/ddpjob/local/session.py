@@ -29,7 +29,6 @@ from ddpjob.local.aws.boto3_client import LocalSageMakerClient
 from ddpjob.local.control import refusals
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.control.jobstore import check_own_dir, check_path_to
-from ddpjob.local.control.validation import LOCAL_ROLE
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import hostroot
 from ddpjob.local.run import interruptions as planned
@@ -45,6 +44,8 @@ HOME_ENV = "DDPJOB_HOME"
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime
 #: installed here, whatever the image says.
 LOCAL_IMAGE = backends.LOCAL.default_image
+#: RoleArn of local jobs when no role is given: they assume none, but the request needs one.
+LOCAL_ROLE = backends.LOCAL.default_role
 
 
 def default_home() -> Path:
@@ -70,9 +71,7 @@ class LocalSession(BaseSession):
     fired in every job this session starts: the i-th during its attempt i (docs/spot.md).
     """
 
-    poll_seconds = 0.5
-    storage_schemes = frozenset({"file", "s3"})
-    label = "local"
+    backend = backends.LOCAL
 
     def __init__(self, home: str | Path | None = None,
                  interruptions: Sequence[Interruption] | None = None):
@@ -123,25 +122,9 @@ class LocalSession(BaseSession):
 
     # --- policy ------------------------------------------------------------------------------
 
-    def check_instance_type(self, instance_type: str) -> None:
-        """Local jobs run on 'local' (CPU, gloo) or 'local_gpu' (NCCL)."""
-        refusals.check_instance_type(instance_type)
-
-    def training_image(self, image_uri: str | None) -> str:
-        """`image_uri`, recorded only: local hosts run the runtime installed here."""
-        return image_uri or LOCAL_IMAGE
-
-    def resolve_role(self, role: str | None) -> str:
-        """`role`, else a placeholder ARN: local jobs assume no role, but the request needs one."""
-        return role or LOCAL_ROLE
-
     def default_output_path(self) -> str:
         """`file://<home>/output`: where jobs put model.tar.gz and output.tar.gz by default."""
         return (self.home / "output").as_uri()
-
-    def input_prefix(self, job_name: str) -> None:
-        """None: local hosts read local input data in place."""
-        return None
 
     # --- jobs --------------------------------------------------------------------------------
 

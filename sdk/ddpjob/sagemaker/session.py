@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared import storage
 
+from ddpjob import backends
 from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
 from ddpjob.sagemaker.execution_role import caller_role
 from ddpjob.sagemaker.logs import LogPolling, follow_logs
+from ddpjob.sagemaker.roles import require_role
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3
@@ -29,37 +30,10 @@ logger = logging.getLogger(__name__)
 # rate-limits this client once it sees throttling (CloudWatch Logs' read APIs allow few TPS).
 _RETRIES = {"mode": "standard", "max_attempts": 10}
 _LOG_RETRIES = {"mode": "adaptive", "max_attempts": 10}
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/\S+$")
-_ROLE_NAME = re.compile(r"^[\w+=,.@/-]{1,512}$")
-
-ROLE_REQUIRED = (
-    "role is required for SageMaker jobs: pass role='arn:aws:iam::<account>:role/<name>' "
-    "(an IAM role that SageMaker can assume), or set role in ~/.ddpjob/config.yaml")
-
-
-def require_role(role: str | None) -> str:
-    """Return `role` when it looks like an IAM role ARN or name; else raise UserInputError."""
-    if not role or not isinstance(role, str):
-        raise UserInputError(ROLE_REQUIRED)
-    if role.startswith("arn:"):
-        if not _ROLE_ARN.match(role):
-            raise UserInputError(f"role {role!r} is not an IAM role ARN: use "
-                                 f"'arn:aws:iam::<12-digit account>:role/<name>'")
-    elif not _ROLE_NAME.match(role):
-        raise UserInputError(f"role {role!r} is neither an IAM role ARN nor a role name: use "
-                             f"'arn:aws:iam::<account>:role/<name>'")
-    return role
-
-
 class Session(BaseSession):
     """Training jobs on Amazon SageMaker: SageMaker provisions the hosts, CloudWatch holds logs."""
 
-    requires_role = True
-
-    @classmethod
-    def check_role(cls, role: str) -> None:
-        """An IAM role ARN or name (UserInputError otherwise)."""
-        require_role(role)
+    backend = backends.SAGEMAKER
 
     def __init__(self, boto_session: boto3.Session | None = None,
                  sagemaker_client: BaseClient | None = None, logs_client: BaseClient | None = None,
@@ -112,29 +86,9 @@ class Session(BaseSession):
         """The AWS region of every client of this session."""
         return self._region
 
-    def check_instance_type(self, instance_type: str) -> None:
-        """SageMaker runs 'ml.*' instance types."""
-        if not instance_type.startswith("ml."):
-            raise UserInputError(
-                f"instance_type {instance_type!r} cannot run on a Session (SageMaker): use an "
-                f"'ml.*' type such as 'ml.g5.12xlarge' (or a LocalSession for 'local'/'local_gpu')")
-
-    def training_image(self, image_uri: str | None) -> str:
-        """`image_uri` (SageMaker's container that ddpjob.PyTorch picks, or an image in ECR)."""
-        if image_uri is None:
-            raise UserInputError(
-                "image_uri is required for an Estimator on SageMaker: use ddpjob.PyTorch (which "
-                "picks SageMaker's PyTorch container) or pass image_uri='<account>.dkr.ecr."
-                "<region>.amazonaws.com/<image>:<tag>' (e.g. the ddpjob image of container/)")
-        return image_uri
-
     def default_output_path(self) -> str:
         """`s3://<default bucket>/` (the bucket is created when a job that uses it is submitted)."""
         return f"s3://{self.default_bucket_name()}/"
-
-    def input_prefix(self, job_name: str) -> str:
-        """`s3://<default bucket>/<job>/input`: where local input data is uploaded."""
-        return f"{self.default_output_path()}{job_name}/input"
 
     # --- jobs --------------------------------------------------------------------------------
 

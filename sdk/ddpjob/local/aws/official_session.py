@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
-from ddpjob import official_sdk
+from ddpjob import backends, official_sdk
 from ddpjob.local.aws.bucket_api import Answer, LocalBucket, error
 from ddpjob.local.aws.log_streams import JobLogStreams
-from ddpjob.local.control.validation import LOCAL_ROLE
 
 if TYPE_CHECKING:  # pragma: no cover
     import boto3
@@ -40,8 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from ddpjob.local.session import LocalSession
 
-ACCOUNT = LOCAL_ROLE.split(":")[4]  # the local account, whose role is LocalSession's
-ROLE_NAME = LOCAL_ROLE.rsplit("/", 1)[1]
+ACCOUNT = backends.LOCAL.default_role.split(":")[4]  # the local account, LocalSession's role's
+ROLE_NAME = backends.LOCAL.default_role.rsplit("/", 1)[1]
 DEFAULT_REGION = "us-east-1"
 NEEDED_FOR = "LocalSession().official_session()"
 #: The official SDK's defaults config: telemetry off, and no config file or S3 location read.

@@ -13,7 +13,6 @@ from typing import Any
 
 from ddpjob_runtime.shared import contract
 
-from ddpjob import backends
 from ddpjob.distribution import MP_PARAMETERS
 from ddpjob.errors import UserInputError
 
@@ -34,14 +33,6 @@ _DLC_LAUNCH_REFUSED = {
     contract.PYTORCH_DDP: "pytorchddp (the toolkit launches it with smddprun)",
     contract.PYTORCH_XLA: "pytorchxla (Trainium)",
 }
-
-
-def check_instance_type(instance_type: str) -> None:
-    """Local jobs run on 'local' (CPU, gloo) or 'local_gpu' (NCCL)."""
-    if instance_type not in backends.LOCAL.instance_types:
-        raise UserInputError(
-            f"instance_type {instance_type!r} cannot run on a LocalSession: use 'local' or "
-            f"'local_gpu' (or a SageMaker Session for 'ml.*' types)")
 
 
 def channel_refusal(channel: Mapping[str, Any]) -> str | None:

@@ -25,7 +25,6 @@ from ddpjob.local.watch import metrics
 from ddpjob.request import service_model
 
 LOCAL_INSTANCE_TYPES = backends.LOCAL.instance_types  # what runs on this machine
-LOCAL_ROLE = "arn:aws:iam::000000000000:role/ddpjob-local"  # local jobs assume no role
 URI_SCHEMES = ("s3://", "file://")
 HOST_MEMORY = 512 * 2**20  # what one local host needs at least: an agent and a torch worker
 LOOPBACK_HOSTS = 254  # 127.0.0.1-254, the addresses that name hosts on this machine
