@@ -34,6 +34,9 @@ FIXED_PORT = pytest.mark.xdist_group("port-7777")
 #: The "s3" value of a test's file-or-S3 parameter whose S3 is the moto server, asked for inside
 #: the test (`request.getfixturevalue("s3_bucket")`), where the tier rules cannot see it.
 S3_ON_MOTO = pytest.param("s3", marks=pytest.mark.integration)
+#: The one helper that ends a test job's process group (barrier, then destroy): shipped with
+#: every script that initialises one, as `dependencies` or beside it in its source folder.
+GROUP_TEARDOWN = TESTS / "jobkit" / "group_teardown.py"
 
 
 def folder_tier(path: Path) -> str | None:

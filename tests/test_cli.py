@@ -28,6 +28,7 @@ from ddpjob.config import Config, load_config, merge_defaults, resolve_backend
 from ddpjob.errors import UserInputError
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import GROUP_TEARDOWN
 from tests.local.conftest import (
     JOB_TIMEOUT_S,
     JOBS,
@@ -139,6 +140,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
         "entry_point": TINY.name, "source_dir": "src", "instance_count": 1,
         "distribution": {"torch_distributed": {"enabled": True}, "processes_per_host": 2},
         "hyperparameters": {"tag": "from-spec"}, "checkpoint_s3_uri": str(root / "ckpt"),
+        "dependencies": [str(GROUP_TEARDOWN)],
         "job_name": "cli-e2e",
     })
     (root / "elsewhere").mkdir()

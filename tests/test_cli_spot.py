@@ -13,6 +13,7 @@ from ddpjob.cli import main
 from ddpjob.local.run.interruptions import GRACE_ENV
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import GROUP_TEARDOWN
 from tests.local.conftest import JOB_TIMEOUT_S, JOBS, assert_no_processes, wait_for
 from tests.test_cli import (
     assert_nothing_local,
@@ -45,7 +46,8 @@ def _spec(project: Path, name: str, **fields: Any) -> Path:
     return write_yaml(project / f"{name}.yaml", {
         "entry_point": "spot_train.py", "source_dir": "src", "instance_count": 1,
         "distribution": {"torch_distributed": {"enabled": True}, "processes_per_host": 1},
-        "checkpoint_s3_uri": str(project / f"ckpt-{name}"), "job_name": name, **fields})
+        "checkpoint_s3_uri": str(project / f"ckpt-{name}"), "job_name": name,
+        "dependencies": [str(GROUP_TEARDOWN)], **fields})
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import ddpjob_runtime.dataparallel.torch.distributed as dist
 from ddpjob_runtime import checkpoints
+from group_teardown import finish
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--tag", default="none")
@@ -16,3 +17,4 @@ if dist.get_rank() == 0:
     Path(os.environ["SM_MODEL_DIR"], "model.txt").write_text(f"tag={args.tag}\n")
     checkpoints.save({"tag": args.tag}, step=7)
 print(f"rank {dist.get_rank()} of {dist.get_world_size()} done, tag={args.tag}", flush=True)
+finish()

@@ -27,7 +27,7 @@ from ddpjob import packaging
 from ddpjob.local.aws.boto3_client import LocalSageMakerClient
 from ddpjob.local.isolation import sandbox
 
-from tests.conftest import FIXED_PORT
+from tests.conftest import FIXED_PORT, GROUP_TEARDOWN
 from tests.local.conftest import assert_no_processes, local_session_at, run_request
 
 pytestmark = [pytest.mark.slow, FIXED_PORT]
@@ -73,7 +73,8 @@ def dlc_image(instance_type: str = "ml.m5.xlarge") -> str:
 def upload_code(bucket: str, tmp: Path) -> str:
     """sourcedir.tar.gz with ddpjob_runtime packed beside the script, on S3."""
     archive = tmp / packaging.ARCHIVE_NAME
-    packaging.pack(packaging.check_source("dlc_train.py", JOBS), archive, include_runtime=True)
+    packaging.pack(packaging.check_source("dlc_train.py", JOBS, [GROUP_TEARDOWN]), archive,
+                   include_runtime=True)
     boto3.client("s3").upload_file(str(archive), bucket, "code/sourcedir.tar.gz")
     return f"s3://{bucket}/code/sourcedir.tar.gz"
 
@@ -195,7 +196,8 @@ def test_a_failing_dlc_script_fails_the_job_with_the_toolkits_reason(
         s3_bucket: str, tmp_path: Path, dlc_python: str, monkeypatch) -> None:
     monkeypatch.setenv("DDPJOB_DLC_PYTHON", dlc_python)
     archive = tmp_path / packaging.ARCHIVE_NAME  # a file:// code URI (the toolkit reads paths)
-    packaging.pack(packaging.check_source("dlc_train.py", JOBS), archive, include_runtime=True)
+    packaging.pack(packaging.check_source("dlc_train.py", JOBS, [GROUP_TEARDOWN]), archive,
+                   include_runtime=True)
     request = dlc_request("dlc-no-data", s3_bucket, archive.as_uri(), dlc_image(),
                           steps=2)  # and no target.json in the channel
     request["ResourceConfig"]["InstanceCount"] = 1
@@ -259,7 +261,7 @@ def test_a_spot_dlc_job_is_interrupted_and_resumes_from_the_checkpoints_it_synce
     monkeypatch.setenv("DDPJOB_DLC_PYTHON", dlc_python)
     monkeypatch.setenv(GRACE_ENV, "10")
     archive = tmp_path / packaging.ARCHIVE_NAME
-    packaging.pack(packaging.check_source("spot_train.py", LOCAL_JOBS), archive,
+    packaging.pack(packaging.check_source("spot_train.py", LOCAL_JOBS, [GROUP_TEARDOWN]), archive,
                    include_runtime=True)
     request = dlc_request("dlc-spot", s3_bucket, archive.as_uri(), dlc_image(), steps=6,
                           EnableManagedSpotTraining=True,
@@ -296,7 +298,7 @@ def test_every_dlc_hosts_checkpoint_folder_reaches_s3_and_a_clash_is_warned_once
     monkeypatch.setenv("DDPJOB_DLC_PYTHON", dlc_python)
     names = ["algo-1", "algo-2"] if sandbox.available() is None else ["127.0.0.1", "127.0.0.2"]
     archive = tmp_path / packaging.ARCHIVE_NAME
-    packaging.pack(packaging.check_source("every_host.py", SYNC_JOBS), archive,
+    packaging.pack(packaging.check_source("every_host.py", SYNC_JOBS, [GROUP_TEARDOWN]), archive,
                    include_runtime=True)
     uri = f"s3://{s3_bucket}/ckpt/hosts"
     request = dlc_request("dlc-hosts", s3_bucket, archive.as_uri(), dlc_image(), steps=1,

@@ -18,6 +18,7 @@ import pytest
 from ddpjob import LocalSession, PyTorch
 from ddpjob_runtime.shared.contract import RANK_LINE_REGEX
 
+from tests.conftest import GROUP_TEARDOWN
 from tests.local.conftest import (
     assert_no_processes,
     local_session_at,
@@ -50,7 +51,8 @@ def session(tmp_path: Path) -> Iterator[LocalSession]:
 def estimator(session: LocalSession, bucket: str, **kwargs: Any) -> PyTorch:
     """A PyTorch estimator of jobs/linreg.py whose code and outputs go to s3://bucket/."""
     settings: dict[str, Any] = {
-        "source_dir": str(JOBS), "instance_type": "local", "instance_count": 1,
+        "source_dir": str(JOBS), "dependencies": [str(GROUP_TEARDOWN)],
+        "instance_type": "local", "instance_count": 1,
         "distribution": {"torch_distributed": {"enabled": True}},
         "output_path": f"s3://{bucket}/output", "code_location": f"s3://{bucket}/code",
         "max_run": JOB_TIMEOUT_S, "session": session,

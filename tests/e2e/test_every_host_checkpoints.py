@@ -12,6 +12,7 @@ import boto3
 import pytest
 from ddpjob import LocalSession, PyTorch
 
+from tests.conftest import GROUP_TEARDOWN
 from tests.e2e.conftest import JOB_TIMEOUT_S, log_lines, wait_until_ended
 from tests.local.conftest import assert_no_processes
 
@@ -30,7 +31,8 @@ def _run(session: LocalSession, bucket: str, name: str, workers: int,
          **hyperparameters: Any) -> list[str]:
     """A 2-host job of every_host.py checkpointing to s3://bucket/ckpt/run; both hosts' log
     lines once it Completed."""
-    est = PyTorch(entry_point="every_host.py", source_dir=str(JOBS), instance_type="local",
+    est = PyTorch(entry_point="every_host.py", source_dir=str(JOBS),
+                  dependencies=[str(GROUP_TEARDOWN)], instance_type="local",
                   instance_count=2, hyperparameters=hyperparameters,
                   distribution={"torch_distributed": {"enabled": True},
                                 "processes_per_host": workers},

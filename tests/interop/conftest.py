@@ -7,6 +7,7 @@ the test: nothing may leave this machine.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from ddpjob.local.session import LocalSession
 
-from tests.conftest import REGION
+from tests.conftest import GROUP_TEARDOWN, REGION
 from tests.local.conftest import local_session_at
 
 HERE = Path(__file__).parent
@@ -62,10 +63,12 @@ def local_session(tmp_path: Path) -> Iterator[LocalSession]:
 
 @pytest.fixture
 def source_dir(tmp_path: Path) -> Path:
-    """The user's `source_dir`: the DDP training script, as the SDK will pack it."""
+    """The user's `source_dir`: the DDP training script and the helper module that ends its
+    process group, as the SDK will pack them."""
     folder = tmp_path / "src"
     folder.mkdir()
     (folder / TRAIN_SCRIPT.name).write_text(TRAIN_SCRIPT.read_text())
+    shutil.copy(GROUP_TEARDOWN, folder)
     return folder
 
 

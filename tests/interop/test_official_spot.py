@@ -13,6 +13,7 @@ import pytest
 from ddpjob.local.run.interruptions import GRACE_ENV
 from ddpjob.local.session import LOCAL_ROLE, LocalSession
 
+from tests.conftest import GROUP_TEARDOWN
 from tests.interop.conftest import IMAGE_URI
 from tests.interop.test_official_session import no_account  # noqa: F401 - the fixture
 from tests.local.conftest import JOBS, assert_no_processes, log_text, wait_for, wait_until_ended
@@ -33,6 +34,7 @@ def test_a_v2_spot_job_is_interrupted_resumes_and_the_sdk_prints_its_savings(
     session = local_session.official_session()
     estimator = PyTorch(
         entry_point="spot_train.py", source_dir=str(source), image_uri=IMAGE_URI,
+        dependencies=[str(GROUP_TEARDOWN)],
         instance_type="ml.m5.xlarge", instance_count=1, role=LOCAL_ROLE,
         sagemaker_session=session, distribution={"torch_distributed": {"enabled": True}},
         use_spot_instances=True, max_run=600, max_wait=900,

@@ -17,6 +17,7 @@ from pathlib import Path
 import ddpjob_runtime.dataparallel.torch.distributed as dist
 import torch
 from ddpjob_runtime.dataparallel.torch.parallel.distributed import DistributedDataParallel as DDP
+from group_teardown import finish
 from torch import nn
 
 
@@ -69,7 +70,7 @@ def main() -> None:
         }
         Path(os.environ["SM_MODEL_DIR"], "result.json").write_text(json.dumps(result))
         print(f"rank 0 of {world} wrote result.json (tag {args.tag})", flush=True)
-    dist.barrier()
+    finish()
 
 
 if __name__ == "__main__":

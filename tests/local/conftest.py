@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import GROUP_TEARDOWN
+
 JOBS = Path(__file__).parent / "jobs"
 EXAMPLE = Path(__file__).parents[2] / "examples" / "mnist_cnn"
 JOB_TIMEOUT_S = 240
@@ -78,11 +80,12 @@ def session(tmp_path: Path) -> Iterator[LocalSession]:
 
 
 def source_tar(folder: Path, *scripts: Path) -> str:
-    """`sourcedir.tar.gz` holding `scripts`; returns its file:// URI."""
+    """`sourcedir.tar.gz` holding `scripts` and the helper that ends their process group
+    (`group_teardown.py`); returns its file:// URI."""
     folder.mkdir(parents=True, exist_ok=True)
     archive = folder / "sourcedir.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
-        for script in scripts:
+        for script in (*scripts, GROUP_TEARDOWN):
             tar.add(script, arcname=script.name)
     return archive.as_uri()
 

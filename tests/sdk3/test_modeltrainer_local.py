@@ -28,7 +28,7 @@ from botocore.exceptions import ClientError
 from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
-from tests.conftest import FIXED_PORT
+from tests.conftest import FIXED_PORT, GROUP_TEARDOWN
 from tests.local.conftest import (
     assert_no_processes,
     local_session_at,
@@ -65,10 +65,12 @@ def _wheel(folder: Path) -> None:
 
 
 def _source(tmp_path: Path, script: Path = SCRIPT) -> Path:
-    """A source folder: `script` as train.py and a requirement (a local wheel) to install."""
+    """A source folder: `script` as train.py, the helper that ends its process group and a
+    requirement (a local wheel) to install."""
     source = tmp_path / "src"
     source.mkdir()
     shutil.copy(script, source / "train.py")
+    shutil.copy(GROUP_TEARDOWN, source)
     _wheel(source)
     (source / "requirements.txt").write_text(f"./{WHEEL}\n")
     return source

@@ -22,6 +22,7 @@ import boto3
 import pytest
 from ddpjob.local.isolation import sandbox
 
+from tests.conftest import GROUP_TEARDOWN
 from tests.local.conftest import assert_no_processes, local_session_at
 
 pytestmark = [
@@ -42,6 +43,7 @@ def source(tmp_path: Path) -> Path:
     folder = tmp_path / "src"
     folder.mkdir()
     shutil.copy(SCRIPT, folder / "train.py")
+    shutil.copy(GROUP_TEARDOWN, folder)
     return folder
 
 

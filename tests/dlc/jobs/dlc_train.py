@@ -17,6 +17,7 @@ import ddpjob_runtime.dataparallel.torch.distributed as dist
 import torch
 from ddpjob_runtime import checkpoints
 from ddpjob_runtime.dataparallel.torch.parallel.distributed import DistributedDataParallel as DDP
+from group_teardown import finish
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=3)
@@ -62,4 +63,4 @@ for step in range(start, args.steps):
 checkpoints.flush()
 if rank == 0:
     torch.save(model.module.state_dict(), Path(os.environ["SM_MODEL_DIR"]) / "model.pt")
-dist.barrier()
+finish()

@@ -31,6 +31,7 @@ import ddpjob_runtime.dataparallel.torch.distributed as dist
 import torch
 from ddpjob_runtime import checkpoints
 from ddpjob_runtime.dataparallel.torch.parallel.distributed import DistributedDataParallel as DDP
+from group_teardown import finish
 from torch import nn
 
 
@@ -101,6 +102,7 @@ def main() -> None:
         report = {"token": token, "params_sha256": digest, "steps": args.steps,
                   "world": world, "first_step": start}
         (model_dir / "report.json").write_text(json.dumps(report))
+    finish()
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ if not modes - {"files"}:
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from group_teardown import finish  # noqa: E402
 
 dist.init_process_group("gloo")
 world = dist.get_world_size()
@@ -74,5 +75,4 @@ if modes & {"clash", "same"}:  # the first host's upload is there before the sec
     dist.barrier()
     if not first and LOCAL_RANK == 0:
         (FOLDER / "same.txt").write_text(text)
-dist.barrier()
-dist.destroy_process_group()
+finish()

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import ddpjob_runtime.dataparallel.torch.distributed as dist
+from group_teardown import finish
 
 channel = Path(os.environ["SM_CHANNEL_TRAIN"])
 out = Path(os.environ["SM_OUTPUT_DATA_DIR"])
@@ -60,3 +61,4 @@ if size > 1 and rank == size - 1:
 dist.barrier()
 (out / "view-after.json").write_text(json.dumps(view()))
 print(f"rank {rank} probed {len(view())} files", flush=True)
+finish()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import ddpjob_runtime.dataparallel.torch.distributed as dist
 import torch
+from group_teardown import finish
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--victim", type=int, default=-1)
@@ -50,3 +51,4 @@ for _ in range(args.steps if args.victim < 0 else 600):
     dist.all_reduce(torch.ones(1))
     time.sleep(0.1)
 print(f"rank {dist.get_rank()} done", flush=True)
+finish()  # a clean run only: a victim's peers fail in all_reduce

@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import ddpjob_runtime.dataparallel.torch.distributed as dist
+from group_teardown import finish
 
 parent = Path(f"/proc/{os.getppid()}/cmdline").read_text().replace("\0", " ")
 dist.init_process_group()
@@ -11,3 +12,4 @@ dist.barrier()
 # One write: the ranks of a host share its log, and an unbuffered print writes its text and
 # its newline apart, so another rank's line could land between them.
 os.write(1, f"rank {dist.get_rank()} parent: {parent}\n".encode())
+finish()

@@ -4,6 +4,7 @@ the rank; ranks interleave their lines."""
 import sys
 
 import ddpjob_runtime.dataparallel.torch.distributed as dist
+from group_teardown import finish
 
 dist.init_process_group()
 rank = dist.get_rank()
@@ -13,3 +14,4 @@ for step in range(3):
 print(f"a warning from rank {rank}", file=sys.stderr)
 dist.barrier()
 print(f"last words of rank {rank}")
+finish()

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from ddpjob_runtime import checkpoints
+from group_teardown import finish
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
@@ -40,3 +41,4 @@ for step in range(first, args.steps):
         checkpoints.flush()  # complete here and remotely before any rank starts the next step
     dist.barrier()
 print(f"rank {rank} done", flush=True)
+finish()

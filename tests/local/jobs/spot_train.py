@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from ddpjob_runtime import checkpoints
+from group_teardown import finish
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=6)
@@ -58,3 +59,4 @@ if rank == 0:
         Path(os.environ["SM_MODEL_DIR"], "weights.bin").write_bytes(
             os.urandom(args.model_mb << 20))
 print(f"rank {rank} done", flush=True)
+finish()

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import ddpjob_runtime.dataparallel.torch.distributed as dist
 import torch
+from group_teardown import finish
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--phase", choices=("leave", "check"), required=True)
@@ -34,7 +35,7 @@ if args.phase == "leave":
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     print(f"rank {rank} port {listener.getsockname()[1]}", flush=True)
-    dist.barrier()
+    finish()
     sys.exit(0)
 
 
@@ -51,5 +52,5 @@ found = [what for what, there in (
     (f"socket {args.port}", bool(args.port) and listening(args.port)),
 ) if there]
 print(f"rank {rank} found: {found}", flush=True)
-dist.barrier()
+finish()
 sys.exit(1 if found else 0)

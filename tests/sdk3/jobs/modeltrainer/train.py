@@ -14,6 +14,7 @@ import time
 
 import torch
 import torch.distributed as dist
+from group_teardown import finish
 
 CHECKPOINT = "/opt/ml/checkpoints/state.pt"
 
@@ -51,8 +52,7 @@ def main() -> None:
         time.sleep(args.sleep)
     if rank == 0:
         torch.save({"w": w}, "/opt/ml/model/model.pt")
-    if distributed:
-        dist.destroy_process_group()
+    finish()
 
 
 if __name__ == "__main__":
