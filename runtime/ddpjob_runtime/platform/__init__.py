@@ -1,0 +1,1 @@
+"""What SageMaker itself does around a training script: inputs, restore, syncs, results."""

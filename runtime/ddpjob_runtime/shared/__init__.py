@@ -1,0 +1,1 @@
+"""The torch-free layer the client and every host import: contract names, storage, layouts."""
