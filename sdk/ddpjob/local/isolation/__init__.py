@@ -1,0 +1,1 @@
+"""What keeps one host apart: its own `/opt/ml`, its capabilities, its GPUs, the fixed port."""

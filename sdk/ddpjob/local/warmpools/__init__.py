@@ -1,0 +1,1 @@
+"""Warm pools (`KeepAlivePeriodInSeconds`): their records, keepers and caches."""

@@ -1,0 +1,1 @@
+"""Watching running jobs: following logs, matching metrics, the ranks' stacks."""
