@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ddpjob.local.isolation import capabilities
+from ddpjob.local.isolation import capabilities, sandbox
 from ddpjob.local.isolation.capabilities import CAP_DAC_OVERRIDE, CAP_SETPCAP, CAP_SYS_ADMIN
 from ddpjob_runtime.shared import processes
 
@@ -39,13 +39,15 @@ def test_what_a_host_gives_up(root: bool, namespaces: bool, staged: bool,
 def test_held_reads_the_effective_set(tmp_path: Path) -> None:
     status = tmp_path / "status"
     status.write_text("Name:\tx\nCapPrm:\t0000000000000002\nCapEff:\t0000000000200100\n")
-    assert [cap for cap in range(64) if capabilities.held(cap, str(status))] == [
+    assert [cap for cap in range(64) if sandbox.held(cap, str(status))] == [
         CAP_SETPCAP, CAP_SYS_ADMIN]
-    assert not capabilities.held(CAP_SYS_ADMIN, str(tmp_path / "no-such-file"))
+    assert not sandbox.held(CAP_SYS_ADMIN, str(tmp_path / "no-such-file"))
+    (tmp_path / "no-eff").write_text("Name:\tx\nCapPrm:\t0000000000200100\n")
+    assert not sandbox.held(CAP_SYS_ADMIN, str(tmp_path / "no-eff"))
 
 
 def _needs_root_that_drops() -> None:
-    if os.geteuid() != 0 or not capabilities.held(CAP_SETPCAP):
+    if os.geteuid() != 0 or not sandbox.held(CAP_SETPCAP):
         pytest.skip("needs root with CAP_SETPCAP")
 
 
@@ -84,8 +86,9 @@ def test_without_cap_setpcap_nothing_is_given_up_and_the_supervisor_says_so() ->
     still starts its hosts, keeping them, with a warning (the mode alone protects)."""
     _needs_root_that_drops()
     code = ("import logging; logging.basicConfig(format='%(message)s');"
-            "from ddpjob.local.isolation import capabilities as c;"
-            "print(sorted(c.droppable(frozenset({c.CAP_DAC_OVERRIDE}))), c.held(c.CAP_SETPCAP))")
+            "from ddpjob.local.isolation import capabilities as c, sandbox;"
+            "print(sorted(c.droppable(frozenset({c.CAP_DAC_OVERRIDE}))), "
+            "sandbox.held(c.CAP_SETPCAP))")
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True,
         preexec_fn=capabilities.preexec({CAP_SETPCAP}, processes.ends_with_this_process()),

@@ -16,14 +16,15 @@ from collections.abc import Callable, Collection
 
 from ddpjob_runtime.shared import processes
 
+from ddpjob.local.isolation.sandbox import CAP_SYS_ADMIN, held
+
 log = logging.getLogger("ddpjob.local.run.supervisor")
 
 # Root writes through a file's mode with it: into a staged file (a hard link to the job's one
 # read-only copy, which every host reads) it would write into every host's view.
 CAP_DAC_OVERRIDE = 1
 CAP_SETPCAP = 8  # what lets a process drop capabilities from its bounding set
-# Mounts and unmounts: in its namespace root could undo the read-only mounts with it.
-CAP_SYS_ADMIN = 21
+# CAP_SYS_ADMIN (the sandbox's): mounts; in its namespace root could undo the read-only mounts.
 
 
 def given_up(*, root: bool, namespaces: bool, staged: bool) -> frozenset[int]:
@@ -42,18 +43,6 @@ def given_up(*, root: bool, namespaces: bool, staged: bool) -> frozenset[int]:
     if namespaces:
         return frozenset({CAP_SYS_ADMIN})
     return frozenset({CAP_DAC_OVERRIDE}) if staged else frozenset()
-
-
-def held(cap: int, status: str = "/proc/self/status") -> bool:
-    """Whether this process holds capability `cap` in its effective set (False off Linux)."""
-    try:
-        with open(status) as lines:
-            for line in lines:
-                if line.startswith("CapEff:"):
-                    return bool(int(line.split()[1], 16) >> cap & 1)
-    except OSError:
-        pass
-    return False
 
 
 def droppable(caps: frozenset[int]) -> frozenset[int]:

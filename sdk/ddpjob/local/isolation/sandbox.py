@@ -60,7 +60,7 @@ _MS_BIND, _MS_REC, _MS_PRIVATE, _MS_RELATIME = 0x1000, 0x4000, 0x40000, 0x200000
 _KEPT_FLAGS = {os.ST_NOSUID: _MS_NOSUID, os.ST_NODEV: _MS_NODEV, os.ST_NOEXEC: _MS_NOEXEC,
                os.ST_NOATIME: _MS_NOATIME, os.ST_NODIRATIME: _MS_NODIRATIME,
                os.ST_RELATIME: _MS_RELATIME} if sys.platform.startswith("linux") else {}
-_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, _CAP_LAST = 24, 21, 63
+_PR_CAPBSET_DROP, CAP_SYS_ADMIN, _CAP_LAST = 24, 21, 63
 _OFF = ("0", "false", "no", "off")
 PathLike = str | os.PathLike  # a path (pathlib's import would slow every host's start)
 
@@ -174,17 +174,19 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int,
           f"mount {source or ''} on {target}")
 
 
-def _has_sys_admin() -> bool:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("CapEff:"):
-                return bool(int(line.split()[1], 16) >> _CAP_SYS_ADMIN & 1)
-    return False
+def held(cap: int, status: str = "/proc/self/status") -> bool:
+    """Whether this process holds capability `cap` (its effective set; False without /proc)."""
+    try:
+        with open(status) as lines:
+            eff = next((line for line in lines if line.startswith("CapEff:")), "CapEff: 0")
+    except OSError:
+        return False
+    return bool(int(eff.split()[1], 16) >> cap & 1)
 
 
 def _enter_namespace() -> None:
     """A new mount namespace (in a new user namespace unless we may mount here), private."""
-    if _has_sys_admin():
+    if held(CAP_SYS_ADMIN):
         _call(_libc.unshare(_CLONE_NEWNS), "unshare a mount namespace")
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
         return
@@ -258,9 +260,8 @@ def _existing(path: str, what: str) -> str:
 
 
 def set_up(root: str, hosts_file: str, read_only: Sequence[str], writable: Sequence[str],
-           views: Sequence[tuple[str, str]],
-           writable_views: Sequence[tuple[str, str]] = (), hidden: Sequence[str] = (),
-           give_up: Sequence[int] = ()) -> None:
+           views: Sequence[tuple[str, str]], writable_views: Sequence[tuple[str, str]] = (),
+           hidden: Sequence[str] = (), give_up: Sequence[int] = ()) -> None:
     """Enter the host's namespace, mount everything (see the module's docstring), then give up
     the capabilities `give_up`."""
     binds = [(_existing(p, "read-only path"),) * 2 + (True,) for p in read_only]
@@ -307,7 +308,7 @@ def _probe_here() -> None:
     if not (os.path.lexists(OPT_ML) or os.path.isdir(os.path.dirname(OPT_ML))):
         raise SandboxError(f"this machine has neither {OPT_ML} nor {os.path.dirname(OPT_ML)}")
     if os.geteuid() == 0:  # a root host is asked to give up capabilities: check that it may
-        _give_up([_CAP_SYS_ADMIN])
+        _give_up([CAP_SYS_ADMIN])
 
 
 _LISTED = {"--read-only": "read_only", "--writable": "writable", "--hidden": "hidden",
