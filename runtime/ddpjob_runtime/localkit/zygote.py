@@ -1,17 +1,16 @@
 """The template process of a local job: torch and the runtime imported once, processes forked.
 
 `python -m ddpjob_runtime.localkit.zygote FD FOLDER` serves the listening unix socket `FD`
-(inherited
-from the supervisor, which made it before any host started; FOLDER, the job's, only names it
-in `ps`, for it and the processes forked from it). It imports torch and the runtime's own
-modules — never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not
-initialised, OpenBLAS gets one thread. For each client (`ddpjob_runtime.shared.forkrun`) it forks a
-child that becomes `python -m MODULE ARGS` with the client's environment, working folder,
-stdin/stdout/stderr and argv, in its own session, in the client's mount namespace (a local
-host's own `/opt/ml`, entered with `setns`) and with the client's capabilities (what the host
-gave up as it started stays given up), dying with the template. The template sends the
-client `R<pid>` once the child is set up (`F<reason>` when it could not be) and `X<wait status>`
-when it exits; when the client goes away first, the child's process group is killed.
+(inherited from the supervisor, which made it before any host started; FOLDER, the job's, only names
+it in `ps`, for it and the processes forked from it). It imports torch and the runtime's own modules
+— never user code — and stays single-threaded: nothing runs a torch op, OpenMP is not initialised,
+OpenBLAS gets one thread. For each client (`ddpjob_runtime.shared.forkrun`) it forks a child that
+becomes `python -m MODULE ARGS` with the client's environment, working folder, stdin/stdout/stderr
+and argv, in its own session, in the client's mount namespace (a local host's own `/opt/ml`, entered
+with `setns`) and with the client's capabilities (what the host gave up as it started stays given
+up), dying with the template. The template sends the client `R<pid>` once the child is set up
+(`F<reason>` when it could not be) and `X<wait status>` when it exits; when the client goes away
+first, the child's process group is killed.
 
 A worker (`OWN_INTERPRETER`: the process that runs user code) is not forked but answered `P`
 (start it as an interpreter of its own), unless the template's `PYTHONHASHSEED` fixes a str

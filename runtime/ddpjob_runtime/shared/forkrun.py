@@ -1,6 +1,5 @@
 """`python -m ddpjob_runtime.shared.forkrun MODULE [ARGS...]`: run `python -m MODULE ARGS` as a
-child of the job's template process (`ddpjob_runtime.localkit.zygote`), which has torch imported
-already.
+child of the job's template process (`ddpjob_runtime.localkit.zygote`), torch already imported.
 
 This client imports neither torch nor the rest of the runtime (it starts in tens of
 milliseconds). It hands the template its argv, environment, working folder and stdin/stdout/

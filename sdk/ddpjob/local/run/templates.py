@@ -1,5 +1,4 @@
-"""The template process of a local job's hosts (`ddpjob_runtime.localkit.zygote`): torch imported
-once.
+"""The template of a local job's hosts (`ddpjob_runtime.localkit.zygote`): torch imported once.
 
 Every host's runtime (`ddpjob-train`'s module), agent and worker is forked from it instead of
 starting an interpreter and importing torch on its own: the supervisor starts each host as a
