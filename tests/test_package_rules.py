@@ -1,8 +1,8 @@
 """The package rules of docs/architecture.md, read from the source's import statements.
 
 What the client may import, what ships to SageMaker, which part of the runtime may use which,
-and that the local backend never reaches into the SageMaker one (no import cycle at all:
-tests/client/test_import_cycles.py).
+that the local backend never reaches into the SageMaker one, and that no two modules import
+each other.
 Every `import` counts, also inside functions, except under `if TYPE_CHECKING:`.
 """
 
@@ -47,7 +47,7 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(tree: ast.AST, top_level_only: bool) -> Iterator[str]:
+def _imports(tree: ast.AST) -> Iterator[str]:
     """The module names the statements import (`from a import b` names `a.b` when it is one)."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -58,18 +58,13 @@ def _imports(tree: ast.AST, top_level_only: bool) -> Iterator[str]:
             for alias in node.names:
                 joined = f"{node.module}.{alias.name}"
                 yield joined if joined in MODULES else node.module
-        elif top_level_only and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                  ast.ClassDef)):
-            if isinstance(node, ast.ClassDef):  # a class body runs at import
-                yield from _imports(node, top_level_only)
-            continue
         else:
-            yield from _imports(node, top_level_only)
+            yield from _imports(node)
 
 
 @functools.cache
-def imports_of(module: str, top_level_only: bool = False) -> frozenset[str]:
-    return frozenset(_imports(ast.parse(MODULES[module].read_text()), top_level_only))
+def imports_of(module: str) -> frozenset[str]:
+    return frozenset(_imports(ast.parse(MODULES[module].read_text())))
 
 
 def _part(module: str) -> str | None:
@@ -124,11 +119,35 @@ def test_the_local_backend_never_imports_the_sagemaker_backend() -> None:
             if imported.startswith("ddpjob.sagemaker")] == []
 
 
-def test_a_rule_breach_is_seen(tmp_path: Path) -> None:
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str] | None:
+        if name in path:
+            return path[path.index(name):] + [name]
+        if name in done:
+            return None
+        for target in sorted(graph[name]):
+            if found := visit(target, [*path, name]):
+                return found
+        done.add(name)
+        return None
+
+    return next((found for name in sorted(graph) if (found := visit(name, []))), None)
+
+
+def test_no_import_cycle() -> None:
+    """No two modules of the client or the runtime import each other, deferred imports
+    included."""
+    graph = {name: {imported for imported in imports_of(name)
+                    if imported in MODULES and imported != name} for name in MODULES}
+    assert _cycle(graph) is None
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_a_rule_breach_is_seen() -> None:
     """The reader finds imports inside functions and `from package import module` forms."""
     tree = ast.parse("def f():\n    from ddpjob_runtime.job import launcher\n"
                      "from ddpjob_runtime import checkpoints\n"
                      "if TYPE_CHECKING:\n    import torch\n")
-    assert set(_imports(tree, top_level_only=False)) == {
-        "ddpjob_runtime.job.launcher", "ddpjob_runtime.checkpoints"}
-    assert set(_imports(tree, top_level_only=True)) == {"ddpjob_runtime.checkpoints"}
+    assert set(_imports(tree)) == {"ddpjob_runtime.job.launcher", "ddpjob_runtime.checkpoints"}
