@@ -24,7 +24,7 @@ from pathlib import Path
 from bench_fit_overhead import NOOP, run_fit, run_torchrun_standalone
 from ddpjob import LocalSession
 
-SWITCH = "DDPJOB_PRELOAD"  # ddpjob.local.run.templates.SWITCH_ENV, read by the supervisor
+SWITCH = "DDPJOB_PRELOAD"  # ddpjob.local.base.templates.SWITCH_ENV, read by the supervisor
 KEEP_ALIVE_S = 600
 MODES = ("warm pool", "templates", "without")
 

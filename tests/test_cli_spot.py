@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from ddpjob.cli import main
-from ddpjob.local.run.interruptions import GRACE_ENV
+from ddpjob.local.base.interruptions import GRACE_ENV
 from ddpjob.local.session import LocalSession
 
 from tests.conftest import GROUP_TEARDOWN

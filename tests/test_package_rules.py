@@ -2,7 +2,7 @@
 
 What the client may import, what ships to SageMaker, which part of the runtime may use which,
 that the local backend never reaches into the SageMaker one, and that no two modules import
-each other.
+each other, and that the local backend's rooms stand on one another in one order.
 Every `import` counts, also inside functions, except under `if TYPE_CHECKING:`.
 """
 
@@ -31,6 +31,17 @@ RUNTIME_PARTS = {
 TORCH_FREE_PARTS = {"shared", "platform", "localkit"}
 CLIENT_MAY_IMPORT = {"shared"}  # ddpjob, outside the local backend
 LOCAL_BACKEND_MAY_IMPORT = {"shared", "platform"}  # ddpjob.local: it also acts as the platform
+# The local backend's rooms, top floor first: a room imports only rooms on the floors below it
+# (and itself); rooms on one floor never import each other. docs/architecture.md draws it.
+LOCAL_FLOORS = (
+    {"session"},  # LocalSession, the entry
+    {"aws"},  # what the official SDK's session and boto3-shaped code are answered with
+    {"control"},  # the training-job API: checks, admission, answers
+    {"run"},  # one job running: supervisor, hosts, staging
+    {"hostkinds", "warmpools", "watch"},  # what a host runs, pools, what a job is watched by
+    {"isolation"},  # namespaces, host roots, GPU shares, the fixed port
+    {"base"},  # the ground floor: job store and states, process tree, templates, spot rules
+)
 
 
 def _module_name(path: Path) -> str:
@@ -117,6 +128,28 @@ def test_the_local_backend_never_imports_the_sagemaker_backend() -> None:
     local = [name for name in MODULES if name.startswith("ddpjob.local")]
     assert [f"{name} imports {imported}" for name in local for imported in imports_of(name)
             if imported.startswith("ddpjob.sagemaker")] == []
+
+
+def _room(module: str) -> str | None:
+    """`control`, `run`, ... for a module of ddpjob.local (`session` for session.py)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["ddpjob", "local"] and len(parts) > 2 else None
+
+
+def _floor_breaches(imports: dict[str, frozenset[str]]) -> list[str]:
+    floor = {room: level for level, rooms in enumerate(LOCAL_FLOORS) for room in rooms}
+    return [f"{name} ({_room(name)}) imports {imported}" for name, targets in imports.items()
+            if _room(name) for imported in targets if _room(imported)
+            and _room(imported) != _room(name) and floor[_room(imported)] <= floor[_room(name)]]
+
+
+def test_the_local_rooms_stand_on_the_floors_below_them() -> None:
+    local = {name: imports_of(name) for name in MODULES if _room(name)}
+    assert {_room(name) for name in local} == set().union(*LOCAL_FLOORS)
+    assert _floor_breaches(local) == []
+    breach = {"ddpjob.local.base.proctree": frozenset({"ddpjob.local.run.hosts"}),
+              "ddpjob.local.watch.stacks": frozenset({"ddpjob.local.warmpools.pools"})}
+    assert len(_floor_breaches(breach)) == 2
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:

@@ -1,5 +1,5 @@
 """Whom the template's socket trusts, and whom its clients trust (`ddpjob_runtime.localkit.zygote`,
-`forkrun`, `ddpjob.local.run.templates`, warm pools): real templates, a real second user
+`forkrun`, `ddpjob.local.base.templates`, warm pools): real templates, a real second user
 (`nobody`, through `setpriv`: these tests run as root), real jobs on real warm pools."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddpjob.local.run import proctree
-from ddpjob.local.run.templates import Template
+from ddpjob.local.base import proctree
+from ddpjob.local.base.templates import Template
 from ddpjob.local.session import LocalSession
 from ddpjob_runtime.shared import forkrun
 

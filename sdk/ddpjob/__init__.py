@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Estimator": "ddpjob.estimator",
     "HuggingFace": "ddpjob.huggingface",
-    "Interruption": "ddpjob.local.run.interruptions",
+    "Interruption": "ddpjob.local.base.interruptions",
     "PyTorch": "ddpjob.pytorch",
     "TrainingInput": "ddpjob.training_input",
     "TrainingJobAnalytics": "ddpjob.analytics",
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.analytics import TrainingJobAnalytics
     from ddpjob.estimator import Estimator
     from ddpjob.huggingface import HuggingFace
-    from ddpjob.local.run.interruptions import Interruption
+    from ddpjob.local.base.interruptions import Interruption
     from ddpjob.local.session import LocalSession
     from ddpjob.pytorch import PyTorch
     from ddpjob.sagemaker.session import Session, get_execution_role

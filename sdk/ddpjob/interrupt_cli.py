@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, config: Config) -> int:
 
 def rehearsing(session: BaseSession, items: object, spec: str) -> LocalSession:
     """The session that runs a job spec's `interruptions:` (a local one only)."""
-    from ddpjob.local.run import interruptions
+    from ddpjob.local.base import interruptions
     from ddpjob.local.session import LocalSession
 
     if not isinstance(session, LocalSession):

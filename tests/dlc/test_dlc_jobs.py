@@ -253,7 +253,7 @@ def test_a_spot_dlc_job_is_interrupted_and_resumes_from_the_checkpoints_it_synce
         s3_bucket: str, tmp_path: Path, dlc_python: str, monkeypatch) -> None:
     """Issue 22 on the DLC path: the hosts run the toolkit; on the reclaim's SIGTERM the
     platform's last checkpoint sync runs, and the next attempt's fresh hosts bring it down."""
-    from ddpjob.local.run.interruptions import GRACE_ENV
+    from ddpjob.local.base.interruptions import GRACE_ENV
 
     from tests.local.conftest import JOBS as LOCAL_JOBS
     from tests.local.conftest import wait_for

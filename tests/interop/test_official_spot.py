@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddpjob.local.run.interruptions import GRACE_ENV
+from ddpjob.local.base.interruptions import GRACE_ENV
 from ddpjob.local.session import LOCAL_ROLE, LocalSession
 
 from tests.conftest import GROUP_TEARDOWN

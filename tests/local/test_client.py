@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
-from ddpjob.local.control.jobstate import JobState
-from ddpjob.local.control.jobstore import JobExists, JobStore
+from ddpjob.local.base.jobstate import JobState
+from ddpjob.local.base.jobstore import JobExists, JobStore
 from ddpjob.local.session import LocalSession
 from ddpjob.sagemaker.errors import AwsError, InvalidRequestError, JobNotFoundError
 

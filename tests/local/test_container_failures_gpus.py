@@ -14,8 +14,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from ddpjob.local.base import failure_cause
 from ddpjob.local.isolation import sandbox
-from ddpjob.local.run import failure_cause
 from ddpjob.local.session import LocalSession
 
 from tests.conftest import FIXED_PORT

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ddpjob.job_status import EndCause, SecondaryStatus
+from ddpjob.local.base.failure_cause import HostFailure
 from ddpjob.local.run.decision import (
     Decision,
     Observation,
@@ -10,7 +11,6 @@ from ddpjob.local.run.decision import (
     platform_failure,
     should_retry,
 )
-from ddpjob.local.run.failure_cause import HostFailure
 
 RUNNING = {"algo-1": None, "algo-2": None}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ddpjob.local.run import failure_cause
+from ddpjob.local.base import failure_cause
 from ddpjob_runtime.shared import failure
 
 

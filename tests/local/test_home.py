@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ddpjob.cli import main
 from ddpjob.errors import UserInputError
-from ddpjob.local.control.jobstore import JobStore
+from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.session import LocalSession
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ddpjob.local.base.templates import SWITCH_ENV
 from ddpjob.local.hostkinds import container_host, dlc_host, hostkind, hostpython
 from ddpjob.local.hostkinds.hostkind import CONTAINER, DLC, RUNTIME
 from ddpjob.local.isolation import sandbox
-from ddpjob.local.run.templates import SWITCH_ENV
 from ddpjob.local.session import LocalSession
 from ddpjob.local.warmpools import pools
 from ddpjob_runtime.shared import contract

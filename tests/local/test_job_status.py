@@ -14,7 +14,7 @@ from ddpjob.job_status import (
     ending,
     job_progress,
 )
-from ddpjob.local.control.jobstate import JobState
+from ddpjob.local.base.jobstate import JobState
 
 S = SecondaryStatus
 

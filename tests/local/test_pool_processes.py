@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
+from ddpjob.local.base import proctree
 from ddpjob.local.isolation import sandbox
-from ddpjob.local.run import proctree
 from ddpjob.local.session import LocalSession
 from ddpjob.local.warmpools import pools
 

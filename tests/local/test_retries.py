@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ddpjob.local.control.jobstore import JobStore
+from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import (

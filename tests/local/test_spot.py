@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription
-from ddpjob.local.control.jobstore import JobStore
-from ddpjob.local.run.interruptions import GRACE_ENV, Interruption
+from ddpjob.local.base.interruptions import GRACE_ENV, Interruption
+from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.session import LocalSession
 
 from tests.local.conftest import (

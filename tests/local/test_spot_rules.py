@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from ddpjob.errors import UserInputError
 from ddpjob.job_status import EndCause, JobDescription, SecondaryStatus, TrainingJobStatus, ending
+from ddpjob.local.base import interruptions
+from ddpjob.local.base.interruptions import Interruption
+from ddpjob.local.base.jobstate import JobState
 from ddpjob.local.control import responses
-from ddpjob.local.control.jobstate import JobState
-from ddpjob.local.run import interruptions
 from ddpjob.local.run.decision import Decision, Observation, decide
-from ddpjob.local.run.interruptions import Interruption
 
 S = SecondaryStatus
 HOSTS = ["algo-1", "algo-2"]

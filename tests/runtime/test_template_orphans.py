@@ -11,8 +11,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from ddpjob.local.run import proctree
-from ddpjob.local.run.templates import Template
+from ddpjob.local.base import proctree
+from ddpjob.local.base.templates import Template
 
 from tests.local.conftest import wait_for
 from tests.runtime.test_zygote import _client, _env, _module, template  # noqa: F401

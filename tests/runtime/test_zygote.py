@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ddpjob.local.base.templates import Template
 from ddpjob.local.isolation import capabilities, sandbox
-from ddpjob.local.run.templates import Template
 
 from tests.local.conftest import assert_no_processes, processes_under, wait_for
 

@@ -26,19 +26,19 @@ from ddpjob.errors import DdpjobError, UserInputError
 from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local.aws.boto3_client import LocalSageMakerClient
+from ddpjob.local.base import interruptions as planned
+from ddpjob.local.base.jobstore import check_own_dir, check_path_to
 from ddpjob.local.control import refusals
 from ddpjob.local.control.control_plane import LocalControlPlane
-from ddpjob.local.control.jobstore import check_own_dir, check_path_to
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import hostroot
-from ddpjob.local.run import interruptions as planned
 from ddpjob.local.warmpools import pools
 from ddpjob.local.watch import logtail
 from ddpjob.naming import check_job_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.config import Config
-    from ddpjob.local.run.interruptions import Interruption
+    from ddpjob.local.base.interruptions import Interruption
 
 HOME_ENV = "DDPJOB_HOME"
 #: TrainingImage of local jobs when no image_uri is given: local hosts run the ddpjob runtime

@@ -19,7 +19,7 @@ from ddpjob.request import service_model
 if TYPE_CHECKING:  # pragma: no cover
     from botocore.errorfactory import BaseClientExceptions
 
-    from ddpjob.local.run.interruptions import Interruption
+    from ddpjob.local.base.interruptions import Interruption
 
 
 class LocalSageMakerClient:

@@ -26,12 +26,12 @@ from ddpjob_runtime.shared import proctitle
 from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
+from ddpjob.local.base import arns, interruptions, proctree
+from ddpjob.local.base.jobstate import JobState
+from ddpjob.local.base.jobstore import JobExists, JobStore
 from ddpjob.local.control import instance_choice, responses, validation
-from ddpjob.local.control.jobstate import JobState
-from ddpjob.local.control.jobstore import JobExists, JobStore
 from ddpjob.local.hostkinds import container_host, hostkind
 from ddpjob.local.isolation import gpus, hostroot
-from ddpjob.local.run import interruptions, proctree
 from ddpjob.local.warmpools import pools
 from ddpjob.local.watch import metrics
 
@@ -95,7 +95,7 @@ class LocalControlPlane:
             self.store.reserve(name)
         except JobExists:
             said = (f"Training job names must be unique within an AWS account and region, and a "
-                    f"training job with this name already exists ({responses.job_arn(name)})")
+                    f"training job with this name already exists ({arns.job_arn(name)})")
             raise ControlPlaneError(
                 f"CreateTrainingJob failed in local home {self.store.home} (ResourceInUse): "
                 f"{said}", code="ResourceInUse", operation="CreateTrainingJob",
@@ -108,7 +108,7 @@ class LocalControlPlane:
         state.schedule = interruptions.schedule(self.planned, hostroot.host_names(request))
         job_dir = self.store.create(name, request, state, reserved=True)
         self._start_supervisor(name, job_dir)
-        return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
+        return {"TrainingJobArn": arns.job_arn(name), **copy.deepcopy(_OK)}
 
     def describe_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """The job's status, secondary status, times and outputs (DescribeTrainingJob).
@@ -178,7 +178,7 @@ class LocalControlPlane:
         if seconds is not None and not pools.set_keep_alive(self.store.home, name, seconds):
             raise validation.client_error(
                 "UpdateTrainingJob", f"The training job {name} has no warm pool to update.")
-        return {"TrainingJobArn": responses.job_arn(name), **copy.deepcopy(_OK)}
+        return {"TrainingJobArn": arns.job_arn(name), **copy.deepcopy(_OK)}
 
     def list_training_jobs(self, **kwargs: Any) -> dict[str, Any]:
         """Summaries of the jobs under this home, filtered, sorted and paged (ListTrainingJobs)."""

@@ -1,17 +1,13 @@
 """What the local backend refuses before anything is written, in one place: one line each.
 
 `LocalSession` (and the official SDK's session answered here) call `check_request`; the
-boto3-shaped client then answers the service's own checks (`validation`) as SageMaker would,
-among them `dlc_refusal` for jobs on SageMaker's PyTorch container.
+boto3-shaped client then answers the service's own checks (`validation`) as SageMaker would.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
-
-from ddpjob_runtime.shared import contract
 
 from ddpjob.distribution import MP_PARAMETERS
 from ddpjob.errors import UserInputError
@@ -26,15 +22,6 @@ _CHANNEL_REFUSED = {
     ("CompressionType", "Gzip"): "compressed channels are not decompressed locally",
 }
 
-# Launches SageMaker's PyTorch container offers that need what a machine cannot give its hosts.
-_DLC_LAUNCH_REFUSED = {
-    contract.SMDDP: "smdistributed.dataparallel (smddprun, SageMaker's own library on p4d/p5 "
-                    "hosts)",
-    contract.PYTORCH_DDP: "pytorchddp (the toolkit launches it with smddprun)",
-    contract.PYTORCH_XLA: "pytorchxla (Trainium)",
-}
-
-
 def channel_refusal(channel: Mapping[str, Any]) -> str | None:
     """Why the local backend refuses this channel config (one line), or None."""
     source = channel.get("DataSource", {}).get("S3DataSource", {})
@@ -43,25 +30,6 @@ def channel_refusal(channel: Mapping[str, Any]) -> str | None:
             return (f"inputs[{channel.get('ChannelName')!r}]: {key}={value!r} cannot run "
                     f"locally ({why}); use File mode, S3Prefix and uncompressed data, or a "
                     f"SageMaker Session")
-    return None
-
-
-def dlc_refusal(request: Mapping[str, Any], tag: str) -> str | None:
-    """Why local hosts cannot run this request on SageMaker's PyTorch container of image tag
-    `tag` (one line), or None."""
-    kind = request["ResourceConfig"].get("InstanceType", "")
-    if kind.startswith("ml.") and re.search(r"(^|-)gpu(-|$)", tag):
-        return (f"ResourceConfig.InstanceType {kind!r} with the GPU image {tag!r}: local mode "
-                f"runs SageMaker's PyTorch container on CPU instance types (ml.m5, ml.c5, ...) or "
-                f"on instance_type 'local' / 'local_gpu'")
-    hps = request.get("HyperParameters") or {}
-    for name, what in _DLC_LAUNCH_REFUSED.items():
-        if hps.get(name) == "true":
-            return (f"distribution {what} cannot run on this machine; use "
-                    f"{{'torch_distributed': {{'enabled': True}}}}")
-    if hps.get(contract.MPI) == "true" and request["ResourceConfig"].get("InstanceCount", 1) > 1:
-        return ("distribution 'mpi' over several hosts needs sshd on every host, which local "
-                "hosts do not run; use instance_count=1 or torch_distributed")
     return None
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ddpjob.local.control.jobstate import JobState
-from ddpjob.local.run import interruptions
+from ddpjob.local.base import interruptions
+from ddpjob.local.base.arns import job_arn
+from ddpjob.local.base.jobstate import JobState
 
-ACCOUNT = "000000000000"
-REGION = "local"
 # The request fields that DescribeTrainingJob echoes back unchanged.
 _ECHOED = (
     "HyperParameters", "AlgorithmSpecification", "RoleArn", "InputDataConfig", "OutputDataConfig",
@@ -17,10 +16,6 @@ _ECHOED = (
     "EnableInterContainerTrafficEncryption", "EnableManagedSpotTraining", "CheckpointConfig",
     "DebugHookConfig", "ExperimentConfig", "TensorBoardOutputConfig", "ProfilerConfig",
     "Environment", "RetryStrategy")
-
-
-def job_arn(name: str) -> str:
-    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name.lower()}"
 
 
 def _time(seconds: float | None) -> dt.datetime | None:

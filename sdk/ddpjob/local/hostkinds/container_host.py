@@ -30,7 +30,7 @@ from ddpjob_runtime.shared.contract import DEFAULT_ROOT
 from ddpjob_runtime.shared.errors import DdpjobError
 from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 
-from ddpjob.local.control import responses
+from ddpjob.local.base import arns
 from ddpjob.local.hostkinds import hostpython, platform_host
 from ddpjob.local.isolation import sandbox
 
@@ -111,7 +111,7 @@ class ContainerHost(platform_host.PlatformHost):
         adds and the host's Python first on PATH; /opt/ml is the root, as in a container."""
         env = super().environment()
         name = self.request["TrainingJobName"]
-        env.update(TRAINING_JOB_NAME=name, TRAINING_JOB_ARN=responses.job_arn(name))
+        env.update(TRAINING_JOB_NAME=name, TRAINING_JOB_ARN=arns.job_arn(name))
         return env
 
 

@@ -17,13 +17,16 @@ SageMaker; elsewhere hosts are named by loopback addresses and the toolkit finds
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime.shared import contract
+
 from ddpjob import image_uris
-from ddpjob.local.control import refusals
 from ddpjob.local.hostkinds import hostpython, platform_host
 
 MODULE = "ddpjob.local.hostkinds.dlc_host"
@@ -54,6 +57,34 @@ def _toolkits_missing() -> str | None:
     return None if done.returncode == 0 else f"{hostpython.PYTHON_ENV}={python} lacks them"
 
 
+# Launches SageMaker's PyTorch container offers that need what a machine cannot give its hosts.
+_DLC_LAUNCH_REFUSED = {
+    contract.SMDDP: "smdistributed.dataparallel (smddprun, SageMaker's own library on p4d/p5 "
+                    "hosts)",
+    contract.PYTORCH_DDP: "pytorchddp (the toolkit launches it with smddprun)",
+    contract.PYTORCH_XLA: "pytorchxla (Trainium)",
+}
+
+
+def dlc_refusal(request: Mapping[str, Any], tag: str) -> str | None:
+    """Why local hosts cannot run this request on SageMaker's PyTorch container of image tag
+    `tag` (one line), or None."""
+    kind = request["ResourceConfig"].get("InstanceType", "")
+    if kind.startswith("ml.") and re.search(r"(^|-)gpu(-|$)", tag):
+        return (f"ResourceConfig.InstanceType {kind!r} with the GPU image {tag!r}: local mode "
+                f"runs SageMaker's PyTorch container on CPU instance types (ml.m5, ml.c5, ...) or "
+                f"on instance_type 'local' / 'local_gpu'")
+    hps = request.get("HyperParameters") or {}
+    for name, what in _DLC_LAUNCH_REFUSED.items():
+        if hps.get(name) == "true":
+            return (f"distribution {what} cannot run on this machine; use "
+                    f"{{'torch_distributed': {{'enabled': True}}}}")
+    if hps.get(contract.MPI) == "true" and request["ResourceConfig"].get("InstanceCount", 1) > 1:
+        return ("distribution 'mpi' over several hosts needs sshd on every host, which local "
+                "hosts do not run; use instance_count=1 or torch_distributed")
+    return None
+
+
 def request_problem(request: dict[str, Any]) -> str | None:
     """Why this machine cannot run the DLC request (one line), or None (also for other images)."""
     tag = dlc_tag(request)
@@ -62,7 +93,7 @@ def request_problem(request: dict[str, Any]) -> str | None:
     if missing := _toolkits_missing():
         return (f"TrainingImage is SageMaker's PyTorch container: running it locally needs its "
                 f"toolkits sagemaker-training and sagemaker-pytorch-training ({missing}): {EXTRA}")
-    return refusals.dlc_refusal(request, tag)
+    return dlc_refusal(request, tag)
 
 
 # ------------------------------------------------------------------ the host itself

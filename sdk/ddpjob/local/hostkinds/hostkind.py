@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddpjob.local.base import templates
 from ddpjob.local.hostkinds import container_host, dlc_host
-from ddpjob.local.run import templates
 
 Request = dict[str, Any]
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from ddpjob_runtime.shared import contract, failure, phases
 
-from ddpjob.local.control.jobstore import JobStore
+from ddpjob.local.base import failure_cause
+from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.hostkinds import hostpython, platform_duties
 from ddpjob.local.isolation import hostroot, sandbox
 from ddpjob.local.isolation.fixed_port import FIXED_PORT, holder, port_free
-from ddpjob.local.run import failure_cause
 
 log = logging.getLogger("ddpjob.local.hostkinds.platform_host")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddpjob.job_status import EndCause, SecondaryStatus, job_progress
-from ddpjob.local.run.failure_cause import HostFailure, choose
+from ddpjob.local.base.failure_cause import HostFailure, choose
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from typing import Any
 
 from ddpjob_runtime.shared import contract, processes
 
+from ddpjob.local.base import failure_cause, proctree, templates
+from ddpjob.local.base.templates import Template
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import capabilities, gpus, hostroot, sandbox
-from ddpjob.local.run import failure_cause, proctree, staging, templates
-from ddpjob.local.run.templates import Template
+from ddpjob.local.run import staging
 from ddpjob.local.warmpools import poolcache, pools
 from ddpjob.local.warmpools.poolkeeper import Lease
 

@@ -25,11 +25,12 @@ from pathlib import Path
 from ddpjob_runtime.shared import processes, proctitle
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local.control.jobstate import MESSAGES, JobState
-from ddpjob.local.control.jobstore import JobStore
+from ddpjob.local.base import failure_cause, interruptions
+from ddpjob.local.base.jobstate import MESSAGES, JobState
+from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import fixed_port
-from ddpjob.local.run import failure_cause, interruptions, staging
+from ddpjob.local.run import staging
 from ddpjob.local.run.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.run.hosts import Hosts
 from ddpjob.local.warmpools import poolkeeper, pools

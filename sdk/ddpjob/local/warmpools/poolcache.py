@@ -15,7 +15,7 @@ import contextlib
 import shutil
 from pathlib import Path
 
-from ddpjob.local.control.jobstore import private_dir
+from ddpjob.local.base.jobstore import private_dir
 
 ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 IN_ROOT = Path("sagemaker") / "warmpoolcache"  # below /opt/ml, as on SageMaker

@@ -32,9 +32,9 @@ from typing import Any
 
 from ddpjob_runtime.shared import forkrun, processes, proctitle
 
-from ddpjob.local.control.jobstore import JobStore
-from ddpjob.local.run import proctree, templates
-from ddpjob.local.run.templates import Template
+from ddpjob.local.base import proctree, templates
+from ddpjob.local.base.jobstore import JobStore
+from ddpjob.local.base.templates import Template
 from ddpjob.local.warmpools import poolcache, pools
 
 log = logging.getLogger("ddpjob.local.warmpools.poolkeeper")

@@ -38,8 +38,8 @@ from ddpjob_runtime.shared import fsutil, proctitle
 from ddpjob_runtime.shared.errors import UnsafePathError
 
 from ddpjob.job_status import InvalidTransition
-from ddpjob.local.control.jobstore import private_dir, read_json, write_json
-from ddpjob.local.run import proctree
+from ddpjob.local.base import proctree
+from ddpjob.local.base.jobstore import private_dir, read_json, write_json
 from ddpjob.local.warmpools import poolcache
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from ddpjob_runtime.shared import fsutil
 
 from ddpjob.errors import UserInputError
-from ddpjob.local.control.jobstate import JobState
+from ddpjob.local.base.jobstate import JobState
 
 REQUEST = "request.json"
 STATE = "state.json"
