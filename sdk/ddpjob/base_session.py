@@ -36,12 +36,16 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         nothing anywhere (no bucket, no name, no upload)."""
 
     def submit(self, request: Mapping[str, Any], stage: Stage | None = None) -> TrainingJob:
-        """Check `request`, reserve its job name, run `stage` (the uploads), then start the job.
+        """Check `request` (`submit_dryrun`), then `submit_checked` it."""
+        return self.submit_checked(self.submit_dryrun(request), stage)
+
+    def submit_checked(self, checked: dict[str, Any], stage: Stage | None = None) -> TrainingJob:
+        """Reserve the job name of a request this session's `submit_dryrun` answered (not
+        checked again), run `stage` (the uploads), then start the job.
 
         A name that is taken is refused before `stage` runs; when `stage` fails the name is
         given back and nothing is started.
         """
-        checked = self.submit_dryrun(request)
         name = checked["TrainingJobName"]
         self._reserve(checked)
         try:

@@ -133,4 +133,4 @@ def submit(definition: JobDefinition, scheduler: BaseSession) -> TrainingJob:
     and start it."""
     planned = plan(definition, scheduler)
     uploads.check_buckets((definition.output, definition.code.location, definition.checkpoint))
-    return scheduler.submit(planned.request, functools.partial(_stage, planned))
+    return scheduler.submit_checked(planned.request, functools.partial(_stage, planned))

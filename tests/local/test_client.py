@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, ParamValidationError
+from ddpjob.local.base.admitted import admit
 from ddpjob.local.base.jobstate import JobState
 from ddpjob.local.base.jobstore import JobExists, JobStore
 from ddpjob.local.session import LocalSession
@@ -183,7 +184,10 @@ def test_a_name_is_created_once_even_when_raced(tmp_path: Path) -> None:
     def create(i: int) -> None:
         barrier.wait(timeout=10)
         try:
-            store.create("same", {"by": i}, JobState.new(f"same-{i}"))
+            request = {"TrainingJobName": "same", "by": i, "OutputDataConfig": {
+                "S3OutputPath": "file:///out"}, "ResourceConfig": {"InstanceType": "local"}}
+            store.create(request, admit(request, "ddpjob's runtime", None),
+                         JobState.new(f"same-{i}"))
             outcomes.append("created")
         except JobExists:
             outcomes.append("exists")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from ddpjob.local.base.admitted import AdmittedJob, admit
 from ddpjob.local.isolation import sandbox
 from ddpjob.local.run import staging
 from ddpjob.local.run.datacache import DataCache
@@ -44,6 +45,14 @@ def _sha(data: bytes) -> str:
 def _channel(uri: str, distribution: str = "FullyReplicated") -> dict:
     return {"InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
         "S3DataType": "S3Prefix", "S3Uri": uri, "S3DataDistributionType": distribution}}}]}
+
+
+def _admitted(uri: str, distribution: str = "FullyReplicated") -> AdmittedJob:
+    """A 3-host job with the one channel `uri`, as admitted."""
+    request = {"TrainingJobName": "staged", "OutputDataConfig": {"S3OutputPath": "file:///o"},
+               "ResourceConfig": {"InstanceType": "local", "InstanceCount": 3},
+               **_channel(uri, distribution)}
+    return admit(request, "ddpjob's runtime", None)
 
 
 def _run_probe(session: LocalSession, tmp_path: Path, name: str, uri: str, hosts: int) -> dict:
@@ -179,14 +188,14 @@ def test_sharded_channel_splits_objects_across_hosts(tmp_path: Path) -> None:
     data.mkdir()
     for i in range(7):
         (data / f"part-{i}").write_text(str(i))
-    request = _channel(data.as_uri(), "ShardedByS3Key")
     hosts = ["algo-1", "algo-2", "algo-3"]
-    staged = staging.stage_channels(tmp_path / "home", tmp_path / "job", request, hosts)
+    staged = staging.stage_channels(tmp_path / "home", tmp_path / "job",
+                                    _admitted(data.as_uri(), "ShardedByS3Key"))
     shares = {h: sorted(p.name for p in Path(staged[h]["train"]).iterdir()) for h in hosts}
     assert [len(shares[h]) for h in hosts] == [3, 2, 2]
     assert sorted(sum(shares.values(), [])) == sorted(f"part-{i}" for i in range(7))
     replicated = staging.stage_channels(tmp_path / "home", tmp_path / "job2",
-                                        _channel(data.as_uri()), hosts)
+                                        _admitted(data.as_uri()))
     assert len({replicated[h]["train"] for h in hosts}) == 1
 
 

@@ -31,7 +31,6 @@ from ddpjob.local.base.jobstore import check_own_dir, check_path_to
 from ddpjob.local.control import refusals
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.hostkinds import hostkind
-from ddpjob.local.isolation import hostroot
 from ddpjob.local.warmpools import pools
 from ddpjob.local.watch import logtail
 from ddpjob.naming import check_job_name
@@ -137,13 +136,13 @@ class LocalSession(BaseSession):
         refusals.check_request(request)
         return self._client.checked_request(dict(request), machine=False)
 
-    def submit(self, request: Mapping[str, Any], stage: Stage | None = None):
-        """See `BaseSession.submit`; what `stage` writes is private to the user."""
+    def submit_checked(self, checked: dict[str, Any], stage: Stage | None = None):
+        """See `BaseSession.submit_checked`; what `stage` writes is private to the user."""
         def private_stage() -> None:
             with _private_files():
                 stage()
 
-        return super().submit(request, private_stage if stage is not None else None)
+        return super().submit_checked(checked, private_stage if stage is not None else None)
 
     def interrupt(self, job_name: str, host: str | None = None, notice: bool = True) -> None:
         """Interrupt the running job `job_name`, as the cloud would.
@@ -160,7 +159,7 @@ class LocalSession(BaseSession):
     def _reserve(self, request: dict[str, Any]) -> None:
         if hostkind.of(request).needs_local_torch:
             require_torch()
-        self._client.checked_request(request)  # and what this machine must have (GPUs)
+        self._client.check_machine(request)  # what the dry run left out (GPUs)
         self._client.reserve(request["TrainingJobName"])
 
     def _release(self, job_name: str) -> None:
@@ -212,7 +211,7 @@ class LocalSession(BaseSession):
         if job.is_terminal:
             raise DdpjobError(f"stacks: training job {job_name} has already ended ({job.status}); "
                               f"its log holds the stacks of ranks that ran until its end")
-        hosts = hostroot.host_names(self._client.store.request(job_name))
+        hosts = list(self._client.store.job(job_name).hosts)
         return stacks.report(stacks.collect(self.job_dir(job_name), hosts), hosts)
 
     # --- files of a job ----------------------------------------------------------------------
@@ -223,9 +222,8 @@ class LocalSession(BaseSession):
 
     def log_paths(self, job_name: str) -> dict[str, Path]:
         """`{host: log file}` of every host of the job."""
-        request = self._client.store.request(job_name)
         logs = self.job_dir(job_name) / "logs"
-        return {host: logs / f"{host}.log" for host in hostroot.host_names(request)}
+        return {host: logs / f"{host}.log" for host in self._client.store.job(job_name).hosts}
 
     def cache_report(self, clear: bool = False) -> list[str]:
         """The lines `ddpjob cache info` (`clear`: `cache clear`) prints of the jobs' cache of

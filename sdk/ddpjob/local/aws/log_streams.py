@@ -55,7 +55,7 @@ class JobLogStreams:
         epoch = int(self.control.store.state(job).creation_time)
         job_dir = self.control.store.job_dir(job)
         found = {f"{job}/{host}-{epoch}": hostroot.log_file(job_dir, host)
-                 for host in hostroot.host_names(self.control.store.request(job))}
+                 for host in self.control.store.job(job).hosts}
         return {name: path for name, path in sorted(found.items())
                 if name.startswith(prefix) and path.is_file() and path.stat().st_size}
 

@@ -20,9 +20,11 @@ from typing import Any
 from ddpjob_runtime.shared import fsutil
 
 from ddpjob.errors import UserInputError
+from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.base.jobstate import JobState
 
 REQUEST = "request.json"
+JOB = "job.json"  # the request as admitted (`admitted.AdmittedJob`)
 STATE = "state.json"
 LOCK = ".lock"
 
@@ -142,17 +144,22 @@ class JobStore:
         if not self.exists(name):
             shutil.rmtree(self.job_dir(name), ignore_errors=True)
 
-    def create(self, name: str, request: dict[str, Any], state: JobState,
+    def create(self, request: dict[str, Any], job: AdmittedJob, state: JobState,
                reserved: bool = False) -> Path:
-        """Write the job's request, then its first state (which makes it exist); reserves the
-        name first unless the caller did (JobExists when the name is taken)."""
-        target = self.job_dir(name) if reserved else self.reserve(name)
+        """Write the job's request and the job as admitted, then its first state (which makes
+        it exist); reserves the name first unless the caller did (JobExists when it is taken)."""
+        target = self.job_dir(job.name) if reserved else self.reserve(job.name)
         write_json(target / REQUEST, request)
+        write_json(target / JOB, job.to_json())
         write_json(target / STATE, state.to_json())
         return target
 
     def request(self, name: str) -> dict[str, Any]:
         return read_json(self.job_dir(name) / REQUEST)
+
+    def job(self, name: str) -> AdmittedJob:
+        """The job as its control plane admitted it."""
+        return AdmittedJob.from_json(read_json(self.job_dir(name) / JOB))
 
     def state(self, name: str) -> JobState:
         """The job's current state (a consistent snapshot, without taking the lock)."""

@@ -43,11 +43,6 @@ SOCKET_NAME = "template.sock"
 _OFF = ("0", "false", "no", "off")
 
 
-def hash_seed(request: dict) -> str | None:
-    """The `PYTHONHASHSEED` the request's environment sets (None: each interpreter draws one)."""
-    return (request.get("Environment") or {}).get(HASH_SEED_ENV)
-
-
 def environment(seed: str | None) -> dict[str, str]:
     """This process's environment with the job's `PYTHONHASHSEED` where it sets one: what a
     template (or a pool's keeper, which starts one) is started with."""

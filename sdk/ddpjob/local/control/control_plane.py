@@ -26,12 +26,13 @@ from ddpjob_runtime.shared import proctitle
 from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
-from ddpjob.local.base import arns, interruptions, proctree
+from ddpjob.local.base import admitted, arns, interruptions, proctree
 from ddpjob.local.base.jobstate import JobState
 from ddpjob.local.base.jobstore import JobExists, JobStore
 from ddpjob.local.control import instance_choice, responses, validation
+from ddpjob.local.control.admission import admit
 from ddpjob.local.hostkinds import container_host, hostkind
-from ddpjob.local.isolation import gpus, hostroot
+from ddpjob.local.isolation import gpus
 from ddpjob.local.warmpools import pools
 from ddpjob.local.watch import metrics
 
@@ -86,8 +87,14 @@ class LocalControlPlane:
 
         chosen = instance_choice.choose(
             request, check, lambda text: validation.client_error("CreateTrainingJob", text))
-        interruptions.check_request(self.planned, chosen, hostroot.host_names(chosen))
+        interruptions.check_request(self.planned, chosen, admitted.host_names(chosen))
         return chosen
+
+    def check_machine(self, request: dict[str, Any]) -> None:
+        """What this machine must have for a request `checked_request(machine=False)` passed
+        (its GPUs): the one check a dry run leaves out."""
+        if gpus.uses_gpus(request["ResourceConfig"]["InstanceType"]):
+            validation.check_gpus(request, len(gpus.visible_gpus()))
 
     def reserve(self, name: str) -> None:
         """Take the job name before anything of the job is written (ResourceInUse if taken)."""
@@ -102,13 +109,13 @@ class LocalControlPlane:
                 service_message=said) from None
 
     def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Create the checked job whose name this process reserved, and start it."""
-        name = request["TrainingJobName"]
-        state = JobState.new(name)
-        state.schedule = interruptions.schedule(self.planned, hostroot.host_names(request))
-        job_dir = self.store.create(name, request, state, reserved=True)
-        self._start_supervisor(name, job_dir)
-        return {"TrainingJobArn": arns.job_arn(name), **copy.deepcopy(_OK)}
+        """Admit the checked request whose name this process reserved, and start its job."""
+        job = admit(request)
+        state = JobState.new(job.name)
+        state.schedule = interruptions.schedule(self.planned, job.hosts)
+        job_dir = self.store.create(request, job, state, reserved=True)
+        self._start_supervisor(job.name, job_dir)
+        return {"TrainingJobArn": arns.job_arn(job.name), **copy.deepcopy(_OK)}
 
     def describe_training_job(self, **kwargs: Any) -> dict[str, Any]:
         """The job's status, secondary status, times and outputs (DescribeTrainingJob).
@@ -150,15 +157,15 @@ class LocalControlPlane:
         if not isinstance(notice, bool):
             raise UserInputError(f"{what}: notice must be True or False, got {notice!r}")
         state = self._seen(self._known(name, "InterruptTrainingJob"))
-        request = self.store.request(name)
+        job = self.store.job(name)
         if state.is_terminal:
             raise UserInputError(f"{what}: the job has already ended ({state.status.value})")
-        if notice and not interruptions.is_spot(request):
+        if notice and not job.spot:
             raise UserInputError(
                 f"{what}: a spot interruption (with notice) needs a spot job "
                 f"(use_spot_instances=True); a lost host (notice=False, --no-notice) applies "
                 f"to any job")
-        hosts = hostroot.host_names(request)
+        hosts = list(job.hosts)
         interruptions.check_host(host, hosts, what)
         target = host if host is not None or notice else hosts[-1]
         taken: list[bool] = []

@@ -115,6 +115,18 @@ def _check_channels(op: str, channels: list[dict[str, Any]]) -> None:
         _check_uri(op, f"InputDataConfig channel {name!r}", s3["S3Uri"])
 
 
+def check_gpus(request: dict[str, Any], visible_gpus: int) -> None:
+    """What this machine must have for a request: a GPU for each host of a GPU type."""
+    resources = request["ResourceConfig"]
+    kind, count = resources.get("InstanceType"), resources.get("InstanceCount", 1)
+    if visible_gpus < count and gpus.uses_gpus(str(kind)):
+        raise client_error(
+            "CreateTrainingJob",
+            f"ResourceConfig.InstanceType {kind!r} with InstanceCount {count} needs at least "
+            f"{count} GPU(s) on this machine, one set per simulated host; found {visible_gpus} "
+            f"(CUDA_VISIBLE_DEVICES, else nvidia-smi)")
+
+
 def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> None:
     """What SageMaker's server checks in a CreateTrainingJob request, and what local mode needs.
 
@@ -144,12 +156,8 @@ def check_create(request: dict[str, Any], visible_gpus: int | None = None) -> No
             f"ResourceConfig.InstanceType {kind!r} cannot run in local mode: use 'local' or a "
             f"CPU type such as 'ml.m5.xlarge' (CPU, gloo), 'local_gpu' (NCCL, this machine's "
             f"GPUs), or a SageMaker Session for {kind!r}")
-    if visible_gpus is not None and visible_gpus < count and gpus.uses_gpus(str(kind)):
-        raise client_error(
-            op,
-            f"ResourceConfig.InstanceType {kind!r} with InstanceCount {count} needs at least "
-            f"{count} GPU(s) on this machine, one set per simulated host; found {visible_gpus} "
-            f"(CUDA_VISIBLE_DEVICES, else nvidia-smi)")
+    if visible_gpus is not None:
+        check_gpus(request, visible_gpus)
     hps = request.get("HyperParameters") or {}
     if hosts.needs_program and not hps.get(contract.PROGRAM):
         raise client_error(

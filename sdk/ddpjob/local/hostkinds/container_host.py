@@ -103,15 +103,14 @@ class ContainerHost(platform_host.PlatformHost):
     program = "the container command"
 
     def command(self) -> list[str]:
-        algorithm = _algorithm(self.request)
+        algorithm = self.job.algorithm
         return [*algorithm["ContainerEntrypoint"], *(algorithm.get("ContainerArguments") or [])]
 
     def environment(self) -> dict[str, str]:
         """This host's environment (the request's Environment included), with what SageMaker
         adds and the host's Python first on PATH; /opt/ml is the root, as in a container."""
         env = super().environment()
-        name = self.request["TrainingJobName"]
-        env.update(TRAINING_JOB_NAME=name, TRAINING_JOB_ARN=arns.job_arn(name))
+        env.update(TRAINING_JOB_NAME=self.job.name, TRAINING_JOB_ARN=arns.job_arn(self.job.name))
         return env
 
 

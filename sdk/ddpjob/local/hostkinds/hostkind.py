@@ -89,6 +89,14 @@ CONTAINER = HostKind("the container command", container_host.MODULE, needs_progr
                      needs_local_torch=True, problem=container_host.request_problem)
 
 
+KINDS = (RUNTIME, DLC, CONTAINER)
+
+
+def named(name: str) -> HostKind:
+    """The kind whose `name` an admitted job records."""
+    return next(kind for kind in KINDS if kind.name == name)
+
+
 def of(request: Request) -> HostKind:
     """The kind of the request's local hosts."""
     if (request.get("AlgorithmSpecification") or {}).get("ContainerEntrypoint"):

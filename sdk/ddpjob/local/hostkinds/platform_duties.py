@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ddpjob_runtime.platform import channels, results
 from ddpjob_runtime.platform.environment import checkpoint_local_dir
@@ -28,16 +27,17 @@ from ddpjob_runtime.shared import contract, storage
 from ddpjob_runtime.shared.platform_config import ChannelSource
 from ddpjob_runtime.shared.upload_stamps import Writer
 
+from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.isolation import hostroot
 
 
-def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dict[str, object]:
+def config_files(job: AdmittedJob, host: str, own_namespace: bool) -> dict[str, object]:
     """`{file under input/config: content}` as SageMaker writes them for `host`, a file:// code
     URI made a path (the toolkit reads paths). Host names are `algo-N` in the host's own
     namespace (its `/etc/hosts` resolves them), else their loopback addresses."""
-    files = hostroot.sagemaker_files(request, host)  # no platform.json: no ddpjob runtime
+    files = hostroot.sagemaker_files(job, host)  # no platform.json: no ddpjob runtime
     if not own_namespace:
-        addresses = hostroot.loopback_addresses(request)
+        addresses = hostroot.loopback_addresses(job.hosts)
         resources = files[contract.RESOURCE_CONFIG_FILE]
         resources["current_host"] = addresses[host]
         resources["hosts"] = list(addresses.values())
@@ -52,33 +52,31 @@ def config_files(request: dict[str, Any], host: str, own_namespace: bool) -> dic
     return files
 
 
-def stage_channels(request: dict[str, Any], root: Path) -> None:
+def stage_channels(job: AdmittedJob, root: Path) -> None:
     """Every channel's S3Prefix into `input/data/<channel>`, as the runtime stages a channel."""
-    channels.stage({c["ChannelName"]: ChannelSource(c["DataSource"]["S3DataSource"]["S3Uri"])
-                    for c in request.get("InputDataConfig") or []},
+    channels.stage({c.name: ChannelSource(c.uri) for c in job.channels},
                    lambda name: root / contract.DATA_DIR / name)
 
 
-def checkpoint_sync(request: dict[str, Any], host: str, root: Path) -> FolderSync:
+def checkpoint_sync(job: AdmittedJob, host: str, root: Path) -> FolderSync:
     """SageMaker's checkpoint sync between the checkpoint folder of `host` (every host has
     one) and CheckpointConfig.S3Uri: all of S3Uri down before the job, the host's new or
     changed files up while and after it runs."""
-    config = request.get("CheckpointConfig") or {}
-    return FolderSync(checkpoint_local_dir(root, config), config.get("S3Uri"),
-                      writer=Writer(request["TrainingJobName"], host))
+    local = checkpoint_local_dir(root, {"LocalPath": job.checkpoint.local_path}
+                                 if job.checkpoint else {})
+    return FolderSync(local, job.checkpoint.s3_uri if job.checkpoint else None,
+                      writer=Writer(job.name, host))
 
 
-def tensorboard_sync(request: dict[str, Any], host: str, root: Path) -> FolderSync:
+def tensorboard_sync(job: AdmittedJob, host: str, root: Path) -> FolderSync:
     """The upload of TensorBoardOutputConfig's folder, from the first host (a no-op elsewhere
     and without the config)."""
-    first = hostroot.host_names(request).index(host) == 0
-    return tensorboard_sync_of(root, request.get("TensorBoardOutputConfig") if first else None)
+    return tensorboard_sync_of(root, job.tensorboard if host == job.hosts[0] else None)
 
 
-def upload_results(request: dict[str, Any], host: str, root: Path) -> None:
+def upload_results(job: AdmittedJob, host: str, root: Path) -> None:
     """From the first host: `model/` and `output/data/` as tar.gz under the job's output path."""
-    if hostroot.host_names(request).index(host) != 0:
+    if host != job.hosts[0]:
         return
-    prefix = storage.join(request["OutputDataConfig"]["S3OutputPath"],
-                          request["TrainingJobName"], "output")
+    prefix = storage.join(job.output_path, job.name, "output")
     results.upload_results(root / contract.MODEL_DIR, root / contract.OUTPUT_DIR / "data", prefix)

@@ -44,13 +44,13 @@ class PlatformHost:
     program = "the training image's program"
 
     def __init__(self, job_dir: Path, host: str):
-        self.request = JobStore(job_dir.parent.parent).request(job_dir.name)
+        self.job = JobStore(job_dir.parent.parent).job(job_dir.name)
         self.host, self.job_dir = host, job_dir
         self.root = job_dir / "hosts" / host
         self.own_namespace = sandbox.inside(self.root)  # /opt/ml is the root (`sandbox`)
         self.status_file = hostroot.status_file(job_dir, host)
-        self.sync = platform_duties.checkpoint_sync(self.request, host, self.root)
-        self.tensorboard = platform_duties.tensorboard_sync(self.request, host, self.root)
+        self.sync = platform_duties.checkpoint_sync(self.job, host, self.root)
+        self.tensorboard = platform_duties.tensorboard_sync(self.job, host, self.root)
         self.proc: subprocess.Popen | None = None
         self.log_start = 0  # the size of the host's log when the program started
 
@@ -92,12 +92,12 @@ class PlatformHost:
         # A platform.json left there would hand the image's program duties it does not know.
         (self.root / contract.CONFIG_DIR / contract.PLATFORM_FILE).unlink(missing_ok=True)
         hostroot.write_config(self.root, platform_duties.config_files(
-            self.request, self.host, self.own_namespace))
+            self.job, self.host, self.own_namespace))
         for folder in (contract.CODE_DIR, contract.MODEL_DIR, f"{contract.OUTPUT_DIR}/data"):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
-        platform_duties.stage_channels(self.request, self.root)
+        platform_duties.stage_channels(self.job, self.root)
         self.sync.download()
-        hosts = hostroot.host_names(self.request)
+        hosts = self.job.hosts
         if hosts[0] == self.host and len(hosts) > 1 and not port_free(FIXED_PORT):
             raise RuntimeError(
                 f"port {FIXED_PORT}, where {self.program} starts its torchrun rendezvous, is "
@@ -107,7 +107,7 @@ class PlatformHost:
         phases.write_phase(self.status_file, "Training")
         command = self.command()
         log.info("host %s%s: %s", self.host, "" if self.own_namespace else
-                 f" ({hostroot.loopback_addresses(self.request)[self.host]})", " ".join(command))
+                 f" ({hostroot.loopback_addresses(self.job.hosts)[self.host]})", " ".join(command))
         with contextlib.suppress(OSError):
             self.log_start = hostroot.log_file(self.job_dir, self.host).stat().st_size
         self.proc = subprocess.Popen(command, cwd=self.workdir(), env=self.environment(),
@@ -173,7 +173,7 @@ class PlatformHost:
         try:
             self.sync.finish()
             self.tensorboard.finish()
-            platform_duties.upload_results(self.request, self.host, self.root)
+            platform_duties.upload_results(self.job, self.host, self.root)
         except Exception as exc:  # noqa: BLE001 - a failed upload fails the host
             log.error("uploading the results failed: %s", exc)
             if code == 0:

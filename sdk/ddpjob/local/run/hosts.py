@@ -20,7 +20,8 @@ from typing import Any
 
 from ddpjob_runtime.shared import contract, processes
 
-from ddpjob.local.base import failure_cause, proctree, templates
+from ddpjob.local.base import failure_cause, proctree
+from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.base.templates import Template
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import capabilities, gpus, hostroot, sandbox
@@ -73,13 +74,13 @@ def read_status(path: Path) -> dict[str, Any]:
 
 
 class Hosts:
-    """The host processes of the job in `job_dir`, as asked for by `request` (of `kind`)."""
+    """The host processes of the admitted `job` in `job_dir` (of `kind`)."""
 
-    def __init__(self, request: dict[str, Any], job_dir: Path, kind: hostkind.HostKind,
+    def __init__(self, job: AdmittedJob, job_dir: Path, kind: hostkind.HostKind,
                  template: Template | Lease | None = None, pool: Path | None = None):
-        self.request, self.job_dir, self.kind = request, job_dir, kind
+        self.job, self.job_dir, self.kind = job, job_dir, kind
         self.pool = pool  # the folder of the warm pool the job runs on (its hosts' caches)
-        self.names = hostroot.host_names(request)
+        self.names = list(job.hosts)
         self.procs: dict[str, subprocess.Popen] = {}
         self.kill_at: float | None = None
         self.signalled_at: float | None = None  # when `terminate` first signalled the hosts
@@ -90,11 +91,11 @@ class Hosts:
         self.rendezvous: socket.socket | None = None  # holds the port: see `reserve_port`
         # the job's own template, or the warm pool's it holds (`poolkeeper.Lease`)
         self.template = template or Template(job_dir, job_dir / "logs" / "template.log",
-                                             templates.hash_seed(request))
+                                             job.hash_seed)
 
     def _env(self, root: Path, gpu_ids: list[str], cache: Path | None) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(self.request.get("Environment") or {})
+        env.update(self.job.environment)
         env.pop(contract.ENV_ROOT, None)  # in its own namespace the root is /opt/ml itself
         env.pop(poolcache.ENV, None)  # only a job on a warm pool has a cache
         if cache is not None:
@@ -168,21 +169,21 @@ class Hosts:
         command = train_command()
         self.rendezvous = reserve_port()
         port = self.rendezvous.getsockname()[1]
-        slices = gpus.host_shares(self.request["ResourceConfig"]["InstanceType"], len(self.names))
+        slices = gpus.host_shares(self.job.instance_type, len(self.names))
         (self.job_dir / "logs").mkdir(mode=0o700, exist_ok=True)
         self._check_isolation()
         own = self.isolation is None
         hosts_file = self.job_dir / HOSTS_FILE
         if own:
             hosts_file.write_text(
-                sandbox.hosts_file_text(hostroot.loopback_addresses(self.request)))
+                sandbox.hosts_file_text(hostroot.loopback_addresses(self.names)))
         if self.kind.forks_from_template():
             self.template.start()  # ddpjob's runtime: hosts, agents and workers forked from it
             command = self.template.command(BOOTSTRAP_MODULE)
         for host, gpu_ids in zip(self.names, slices, strict=True):
             host_staged = (staged or {}).get(host)
             mounted = {**host_staged, "channels": {}} if own and host_staged else host_staged
-            root = hostroot.prepare(self.request, host, port, self.job_dir, mounted, own)
+            root = hostroot.prepare(self.job, host, port, self.job_dir, mounted, own)
             host_command = self.kind.host_command(self.job_dir, host) or command
             cache = self._pool_cache(host, root, own)
             give_up = capabilities.given_up(root=os.geteuid() == 0, namespaces=own, staged=bool(

@@ -18,16 +18,15 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ddpjob_runtime.platform import checkpoint_restore
 from ddpjob_runtime.platform.channels import link_or_copy
 from ddpjob_runtime.shared import contract, fsutil, storage
 from ddpjob_runtime.shared.errors import StorageError, UnsafePathError
-from ddpjob_runtime.shared.hyperparameters import decode
 from ddpjob_runtime.shared.platform_config import ChannelSource
 from ddpjob_runtime.shared.storage import Listing
 
+from ddpjob.local.base.admitted import AdmittedJob, Channel
 from ddpjob.local.run.datacache import READ_ONLY, DataCache, Fetched, human_bytes, max_bytes
 
 log = logging.getLogger(__name__)
@@ -41,33 +40,31 @@ def cache_of(home: Path) -> DataCache:
     return DataCache(Path(home) / "cache")
 
 
-def stage_job(
-    home: Path, job_dir: Path, request: dict[str, Any], hosts: list[str]
-) -> dict[str, dict[str, object]]:
+def stage_job(home: Path, job_dir: Path, job: AdmittedJob) -> dict[str, dict[str, object]]:
     """Stage the job's channels, its `s3://` source archive and its latest checkpoint once for
-    all hosts; `{host: what to add to its platform.json}` (see docs/contract.md)."""
-    staged = stage_channels(home, job_dir, request, hosts)
+    all hosts; `{host: what to add to its platform.json}` (see docs/contract.md): each
+    channel's `ChannelSource`, staged."""
+    staged = stage_channels(home, job_dir, job)
     shared: dict[str, object] = {}
-    # The official SDK JSON-encodes every value; another client's raw value stays as it is.
-    source = decode(request.get("HyperParameters") or {}).get(contract.SUBMIT_DIRECTORY)
-    if isinstance(source, str) and storage.is_s3(source):
+    source = job.submit_directory
+    if source is not None and storage.is_s3(source):
         shared[contract.PLATFORM_SUBMIT_DIRECTORY] = str(storage.download_file(
             source, Path(job_dir) / "source" / contract.SOURCE_ARCHIVE))
-    checkpoint = stage_checkpoint(job_dir, request)
+    checkpoint = stage_checkpoint(job_dir, job)
     if checkpoint is not None:
         shared[contract.PLATFORM_STAGED_CHECKPOINT] = str(checkpoint)
     return {host: {contract.PLATFORM_CHANNELS: {
         n: ChannelSource(str(f), staged=True).to_json() for n, f in staged[host].items()},
-        **shared} for host in hosts}
+        **shared} for host in job.hosts}
 
 
-def stage_checkpoint(job_dir: Path, request: dict[str, Any]) -> Path | None:
+def stage_checkpoint(job_dir: Path, job: AdmittedJob) -> Path | None:
     """Bring the latest complete checkpoint under `CheckpointConfig.S3Uri` into the job's
     staged folder (again before a job retry: the hosts then resume from the newest one);
     the folder, or None without a CheckpointConfig."""
-    checkpoint_uri = (request.get("CheckpointConfig") or {}).get("S3Uri")
-    if not checkpoint_uri:
+    if job.checkpoint is None:
         return None
+    checkpoint_uri = job.checkpoint.s3_uri
 
     folder = Path(job_dir) / CHECKPOINT
     step = checkpoint_restore.restore_latest(checkpoint_uri, folder)
@@ -79,17 +76,16 @@ def stage_checkpoint(job_dir: Path, request: dict[str, Any]) -> Path | None:
     return folder
 
 
-def stage_channels(
-    home: Path, job_dir: Path, request: dict[str, Any], hosts: list[str]
-) -> dict[str, dict[str, str]]:
-    """Stage every channel of `request` once; `{host: {channel: its staged folder}}`.
+def stage_channels(home: Path, job_dir: Path, job: AdmittedJob) -> dict[str, dict[str, str]]:
+    """Stage every channel of `job` once; `{host: {channel: its staged folder}}`.
 
     A StorageError names the channel and the URI that could not be staged.
     """
     cache = cache_of(home)
+    hosts = list(job.hosts)
     staged: dict[str, dict[str, str]] = {host: {} for host in hosts}
     with _logged_to(Path(job_dir) / "logs" / f"{hosts[0]}.log"):
-        for channel in request.get("InputDataConfig") or []:
+        for channel in job.channels:
             _stage_channel(cache, Path(job_dir), channel, hosts, staged)
     return staged
 
@@ -111,17 +107,16 @@ def _logged_to(path: Path) -> Iterator[None]:
         handler.close()
 
 
-def _stage_channel(cache: DataCache, job_dir: Path, channel: dict[str, Any], hosts: list[str],
+def _stage_channel(cache: DataCache, job_dir: Path, channel: Channel, hosts: list[str],
                    staged: dict[str, dict[str, str]]) -> None:
     """Stage one channel; record each host's folder of it in `staged`."""
-    name = channel["ChannelName"]
-    source = channel["DataSource"]["S3DataSource"]
+    name = channel.name
     folder = job_dir / CHANNELS / name
     # ShardedByS3Key: host i of n gets every n-th object (SageMaker gives each about 1/n).
-    sharded = source.get("S3DataDistributionType") == SHARDED
+    sharded = channel.distribution == SHARDED
     folders = [folder / host for host in hosts] if sharded else [folder] * len(hosts)
     try:
-        _stage_one(cache, name, source["S3Uri"], folders[:len(hosts) if sharded else 1])
+        _stage_one(cache, name, channel.uri, folders[:len(hosts) if sharded else 1])
     except (StorageError, UnsafePathError) as exc:
         raise StorageError(f"channel {name!r}: {exc}") from exc
     for host, host_folder in zip(hosts, folders, strict=True):

@@ -26,6 +26,7 @@ from ddpjob_runtime.shared import processes, proctitle
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
 from ddpjob.local.base import failure_cause, interruptions
+from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.base.jobstate import MESSAGES, JobState
 from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.hostkinds import hostkind
@@ -33,7 +34,7 @@ from ddpjob.local.isolation import fixed_port
 from ddpjob.local.run import staging
 from ddpjob.local.run.decision import Decision, Observation, decide, platform_failure, should_retry
 from ddpjob.local.run.hosts import Hosts
-from ddpjob.local.warmpools import poolkeeper, pools
+from ddpjob.local.warmpools import poolkeeper
 from ddpjob.local.watch import metrics
 from ddpjob.local.watch.stacks import dump_before_end, with_hung_note
 
@@ -49,20 +50,20 @@ class Supervisor:
     def __init__(self, store: JobStore, name: str):
         self.store, self.name = store, name
         self.job_dir = store.job_dir(name)
-        self.request = store.request(name)
-        self.kind = hostkind.of(self.request)
-        self.lease = _lease(store.home, self.request, self.kind)
-        self.hosts = Hosts(self.request, self.job_dir, self.kind, self.lease)  # pool: once acquired
+        self.job = store.job(name)
+        self.kind = hostkind.named(self.job.host_kind)
+        self.lease = _lease(store.home, self.job, self.kind)
+        self.hosts = Hosts(self.job, self.job_dir, self.kind, self.lease)  # pool: once acquired
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
         self.internal_error: str | None = None
         self.hung: str | None = None  # which ranks were elsewhere while others waited
         self.signalled = False
         self.metrics = metrics.MetricCollector(
-            self.job_dir, self.request, {h: self.hosts.log_file(h) for h in self.hosts.names})
+            self.job_dir, self.job.metric_definitions,
+            {h: self.hosts.log_file(h) for h in self.hosts.names})
         self.noted: set[str] = set()  # the hosts' status messages already in the history
-        self.max_retries = int((self.request.get("RetryStrategy") or {}).get(
-            "MaximumRetryAttempts", 0))
+        self.max_retries = self.job.max_retries
         self.retries: list[str] = []  # the cause of each job retry so far
         self.reclaimed: list[str] = []  # the hosts an interruption with notice is ending first
         self.port_lock: fixed_port.PortLock | None = None  # held while hosts use port 7777
@@ -75,15 +76,14 @@ class Supervisor:
     def _observe(self) -> Observation:
         state = self.store.state(self.name)
         now = time.time()
-        limit = (self.request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
         running = state.training_s(now) if state.training_start_time is not None \
             else now - state.creation_time
         return Observation(
             phases=self.hosts.phases(), exit_codes=self.hosts.exit_codes(),
             stop_requested=self.signalled or state.status is SecondaryStatus.STOPPING,
-            running_s=running, max_run_s=limit, ending=self.cause,
+            running_s=running, max_run_s=self.job.max_runtime_s, ending=self.cause,
             waited_s=now - state.creation_time,
-            max_wait_s=interruptions.max_wait_s(self.request),
+            max_wait_s=self.job.max_wait_s,
             interruption=_interruption_due(state, now),
         )  # fmt: skip
 
@@ -178,7 +178,7 @@ class Supervisor:
         self.hosts.forget()
         self.cause = self.failed_host = self.hung = None
         if not self.kind.restores_own_checkpoints:
-            staging.stage_checkpoint(self.job_dir, self.request)
+            staging.stage_checkpoint(self.job_dir, self.job)
         if self._update(JobState.start_again).status is SecondaryStatus.STARTING:
             return True
         self.cause = EndCause.STOP_REQUESTED
@@ -192,7 +192,7 @@ class Supervisor:
             if all(code == 0 for code in codes.values()):
                 return None  # every host finished before the capacity went: Completed
             state = self.store.state(self.name)
-            limit = interruptions.max_wait_s(self.request)
+            limit = self.job.max_wait_s
             if limit and time.time() - state.creation_time > limit:
                 self.cause = EndCause.MAX_WAIT
                 return None
@@ -236,10 +236,10 @@ class Supervisor:
         elif final is SecondaryStatus.FAILED:
             reason = self._failure_reason(codes)
         elif final is SecondaryStatus.MAX_RUNTIME_EXCEEDED:
-            limit = self.request["StoppingCondition"]["MaxRuntimeInSeconds"]
+            limit = self.job.max_runtime_s
             reason = f"MaxRuntimeExceeded: the job ran longer than MaxRuntimeInSeconds ({limit} s)"
         elif final is SecondaryStatus.MAX_WAIT_TIME_EXCEEDED:
-            limit = self.request["StoppingCondition"]["MaxWaitTimeInSeconds"]
+            limit = self.job.max_wait_s
             reason = (f"MaxWaitTimeExceeded: the spot job did not complete within "
                       f"MaxWaitTimeInSeconds ({limit} s), interruptions included")
         reason = with_hung_note(reason, self.hung, MESSAGES[final], REASON_CHARS)
@@ -255,7 +255,7 @@ class Supervisor:
         its own, as on SageMaker (`platform_duties`), so nothing is staged for it here."""
         if not self.kind.stages_once:
             return None
-        return staging.stage_job(self.store.home, self.job_dir, self.request, self.hosts.names)
+        return staging.stage_job(self.store.home, self.job_dir, self.job)
 
     def _take_fixed_port(self) -> bool:
         """Hosts that rendezvous on the containers' fixed port wait (Starting, naming the job
@@ -264,7 +264,7 @@ class Supervisor:
         if not self.kind.on_fixed_port(len(self.hosts.names)):
             return True
         lock = fixed_port.PortLock(self.name)
-        limit = (self.request.get("StoppingCondition") or {}).get("MaxPendingTimeInSeconds")
+        limit = self.job.max_pending_s
 
         def say(message: str) -> None:
             log.info("%s", message)
@@ -286,7 +286,7 @@ class Supervisor:
             self.lease.acquire()
         except Exception:  # noqa: BLE001 - the job still runs, with a template of its own
             log.exception("no warm pool: the job starts its own template")
-            self.lease, self.hosts = None, Hosts(self.request, self.job_dir, self.kind)
+            self.lease, self.hosts = None, Hosts(self.job, self.job_dir, self.kind)
             return
         self.hosts.pool = self.lease.folder  # known once claimed or created
         if self.lease.reused_from:
@@ -343,13 +343,13 @@ def _interruption_due(state: JobState, now: float) -> Mapping[str, object] | Non
     return None if planned is None else {**planned, "source": "schedule"}
 
 
-def _lease(home: Path, request: dict, kind: hostkind.HostKind) -> poolkeeper.Lease | None:
+def _lease(home: Path, job: AdmittedJob, kind: hostkind.HostKind) -> poolkeeper.Lease | None:
     """The job's warm pool when it asks for a keep-alive (None otherwise): one with a template
     when its hosts run ddpjob's runtime forked from one, else one without (what SageMaker keeps
     of an instance between jobs: the record and the hosts' caches; a fresh container runs)."""
-    preloaded = kind.forks_from_template()
-    key = pools.match_key(request, preloaded)
-    return None if key is None else poolkeeper.Lease(home, request, key, preloaded)
+    if job.pool_key is None:
+        return None
+    return poolkeeper.Lease(home, job, job.pool_key, kind.forks_from_template())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -28,11 +28,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from ddpjob_runtime.shared import forkrun, processes, proctitle
 
 from ddpjob.local.base import proctree, templates
+from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.base.templates import Template
 from ddpjob.local.warmpools import poolcache, pools
@@ -183,9 +183,9 @@ class Lease:
     `command`, `stop`, `name`), which a pool that is not `preloaded` does not hold (its hosts
     run an image's own program, or `DDPJOB_PRELOAD=0`: `start` is never called)."""
 
-    def __init__(self, home: Path, request: dict[str, Any], key: str, preloaded: bool = True):
-        self.home, self.request, self.key, self.preloaded = home, request, key, preloaded
-        self.job = request["TrainingJobName"]
+    def __init__(self, home: Path, job: AdmittedJob, key: str, preloaded: bool = True):
+        self.home, self.admitted, self.key, self.preloaded = home, job, key, preloaded
+        self.job = job.name
         self.pool_id = ""
         self.reused_from = ""  # the job whose pool this job reuses ("" when started cold)
         self.name = ""  # the template's `DDPJOB_ZYGOTE` for the job's hosts, once started
@@ -202,9 +202,9 @@ class Lease:
             self.pool_id, self.reused_from = pool.id, pool.jobs[-2]["job"]
             self.pool_template, self.template_pid = pool.template, pool.template_pid
             return
-        folder = pools.create(self.home, self.request, self.key, os.getpid(), self.preloaded)
+        folder = pools.create(self.home, self.admitted, self.key, os.getpid(), self.preloaded)
         self.pool_id = folder.name
-        spawn(folder, templates.hash_seed(self.request))
+        spawn(folder, self.admitted.hash_seed)
 
     def start(self) -> str:
         """The template's name, once the pool's keeper started it (again for each attempt's
@@ -260,7 +260,7 @@ class Lease:
     def release(self, end_reason: str = "") -> None:
         """The job ended: the pool stays warm for the job's keep-alive (or ends: `end_reason`)."""
         if self.pool_id:
-            pools.release(self.home, self.pool_id, self.job, pools.keep_alive(self.request),
+            pools.release(self.home, self.pool_id, self.job, self.admitted.keep_alive_s,
                           end_reason)
 
 

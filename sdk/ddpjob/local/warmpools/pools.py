@@ -39,6 +39,7 @@ from ddpjob_runtime.shared.errors import UnsafePathError
 
 from ddpjob.job_status import InvalidTransition
 from ddpjob.local.base import proctree
+from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.base.jobstore import private_dir, read_json, write_json
 from ddpjob.local.warmpools import poolcache
 
@@ -126,17 +127,13 @@ def _get(request: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def keep_alive(request: dict[str, Any]) -> int:
-    """The request's `ResourceConfig.KeepAlivePeriodInSeconds` (0 when absent)."""
-    return int(_get(request, "ResourceConfig.KeepAlivePeriodInSeconds") or 0)
-
-
 def match_key(request: dict[str, Any], preloaded: bool = True) -> str | None:
     """What a pool and a job must share for the job to start on it; None when the job asks for
     no keep-alive (SageMaker: only such a job creates or reuses a warm pool) or for spot
     capacity (which SageMaker never keeps warm). Locally a job whose hosts fork from a template
     (`preloaded`) takes only a pool that holds one, and the other way round."""
-    if keep_alive(request) <= 0 or request.get("EnableManagedSpotTraining"):
+    keep_alive = int(_get(request, "ResourceConfig.KeepAlivePeriodInSeconds") or 0)
+    if keep_alive <= 0 or request.get("EnableManagedSpotTraining"):
         return None
     matched = {name: _get(request, name) for name in _MATCHED}
     matched["python"], matched["preloaded"] = sys.executable, preloaded
@@ -220,15 +217,13 @@ def _has_template(pool: Pool) -> bool:
         and proctree.started(pool.template_pid) == pool.template_started)
 
 
-def create(home: Path, request: dict[str, Any], key: str, supervisor_pid: int,
+def create(home: Path, job: AdmittedJob, key: str, supervisor_pid: int,
            preloaded: bool = True) -> Path:
-    """A new pool record held by the request's job (InUse), with a template if `preloaded`;
-    its keeper is not started yet."""
-    resources = request["ResourceConfig"]
+    """A new pool record held by `job` (InUse), with a template if `preloaded`; its keeper is
+    not started yet."""
     pool = Pool(id=f"pool-{secrets.token_hex(6)}", key=key, status=IN_USE,
-                keep_alive=keep_alive(request), instance_type=resources["InstanceType"],
-                instance_count=resources["InstanceCount"],
-                jobs=[{"job": request["TrainingJobName"], "start": time.time()}],
+                keep_alive=job.keep_alive_s, instance_type=job.instance_type,
+                instance_count=len(job.hosts), jobs=[{"job": job.name, "start": time.time()}],
                 supervisor_pid=supervisor_pid, preloaded=preloaded)  # fmt: skip
     with _locked(home, create=True) as folder:
         (folder / pool.id).mkdir(mode=0o700)

@@ -16,6 +16,7 @@ import logging
 import math
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,10 @@ def _value(text: str | None) -> float | None:
 class MetricCollector:
     """Follows every host's log of one job and records the metric values found in it."""
 
-    def __init__(self, job_dir: Path, request: dict[str, Any], log_paths: dict[str, Path]):
+    def __init__(self, job_dir: Path, definitions: Sequence[tuple[str, str]],
+                 log_paths: dict[str, Path]):
         self.path = job_dir / SERIES_FILE
-        self.definitions = definitions(request)
+        self.definitions = list(definitions)  # (Name, Regex)
         self.matcher = Matcher(self.definitions)  # never stalls on a catastrophic Regex
         self.tails = {host: Tail(path) for host, path in log_paths.items()}
 
