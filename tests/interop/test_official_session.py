@@ -8,6 +8,7 @@ all without an AWS account).
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import tarfile
@@ -22,6 +23,7 @@ from ddpjob.local.session import LOCAL_ROLE, LocalSession
 
 from tests.interop.conftest import IMAGE_URI, TRAIN_SCRIPT, OffMachineRequest
 from tests.local.conftest import assert_no_processes, log_text, wait_for, wait_until_ended
+from tests.local.test_admission import assert_admitted_once
 
 pytestmark = pytest.mark.slow
 
@@ -379,4 +381,27 @@ def test_objects_of_the_local_bucket_folder_are_what_s3_answers(
     assert not (local_session.home / "buckets" / "escape").exists()
     with pytest.raises(ClientError, match="PutBucketPolicy is not answered on this machine"):
         s3.put_bucket_policy(Bucket=BUCKET, Policy="{}")
+    assert no_account == []
+
+
+def test_a_v2_estimators_request_is_admitted_as_the_dry_run_accepts_it(
+    sdk_offline: Any, no_account: list[str], local_session: LocalSession, source_dir: Path
+) -> None:
+    """What the official SDK v2 sends (spot, checkpoints, 2 hosts): the dry run accepts it
+    unchanged and `submit` admits it (tests/local/test_admission.py)."""
+    (source_dir / "plain.py").write_text("print('plain', flush=True)\n")
+    session = local_session.official_session()
+    sent: list[dict[str, Any]] = []
+    session.sagemaker_client.meta.events.register(
+        "before-parameter-build.sagemaker.CreateTrainingJob",
+        lambda params, **_: sent.append(copy.deepcopy(params)))
+    estimator = _estimator(session, source_dir, entry_point="plain.py", instance_count=2,
+                           use_spot_instances=True, max_run=600, max_wait=900,
+                           checkpoint_s3_uri="s3://sagemaker-local/ckpt/v2")
+    estimator.fit(wait=False)
+    local_session.stop(estimator.latest_training_job.name)
+    wait_until_ended(local_session, estimator.latest_training_job.name)
+    job = assert_admitted_once(local_session, {**sent[0], "TrainingJobName": "v2-again"})
+    assert job.hosts == ("algo-1", "algo-2") and job.spot and job.max_wait_s == 900
+    assert job.checkpoint is not None and job.submit_directory.startswith("s3://")
     assert no_account == []

@@ -25,6 +25,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
@@ -35,6 +36,7 @@ from tests.local.conftest import (
     run_request,
     wait_for,
 )
+from tests.local.test_admission import assert_admitted_once
 
 pytestmark = [
     pytest.mark.slow,
@@ -165,6 +167,19 @@ def test_a_modeltrainer_request_runs_through_its_drivers_on_two_local_hosts(
         assert re.search(r"rank 0/4 host algo-1 step 5 ", logs), logs
         assert_no_processes(session.home)
     assert _opt_ml() == machine_opt_ml
+
+
+def test_a_modeltrainer_request_is_admitted_as_the_dry_run_accepts_it(
+    sdk3_python: Path, data: str, tmp_path: Path
+) -> None:
+    """What ModelTrainer sends (its drivers' channels, a container command, 2 hosts): the dry
+    run accepts it unchanged and `submit` admits it (tests/local/test_admission.py)."""
+    sent = modeltrainer_request(sdk3_python, data, _source(tmp_path), steps=3)
+    with local_session_at(tmp_path / "home") as session:
+        job = assert_admitted_once(session, _renamed(sent, "mt-admitted", "local"))
+    assert job.host_kind == hostkind.CONTAINER.name and job.hosts == ("algo-1", "algo-2")
+    assert {c.name for c in job.channels} == {"training", "code", "sm_drivers"}
+    assert job.algorithm["ContainerEntrypoint"] == ["/bin/bash"]
 
 
 def test_computes_keep_alive_reaches_the_request_and_the_local_client_takes_it(
