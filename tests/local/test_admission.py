@@ -111,3 +111,22 @@ def _admit(request: dict[str, Any]) -> AdmittedJob:
     from ddpjob.local.control.admission import admit
 
     return admit(request)
+
+
+def test_one_fit_checks_its_request_once(session: LocalSession, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The estimator's plan is the dry run; `submit_checked` does not check it again (the
+    control plane's own check counted, the real one run)."""
+    from ddpjob.local.control import validation
+
+    checks: list[str] = []
+    real = validation.check_create
+    monkeypatch.setattr(validation, "check_create", lambda request, *args: checks.append(
+        request["TrainingJobName"]) or real(request, *args))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    estimator = PyTorch(entry_point="train.py", source_dir=str(tmp_path), instance_type="local",
+                        session=session)
+    estimator.fit(wait=False, job_name="checked-once")
+    estimator.latest_training_job.stop()
+    wait_until_ended(session, "checked-once")
+    assert checks == ["checked-once"]
