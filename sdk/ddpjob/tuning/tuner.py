@@ -76,6 +76,15 @@ def _request_member(value: object, argument: str) -> dict[str, Any] | None:
     return dict(member)
 
 
+def _refuse_unsupported(arguments: Mapping[str, Any]) -> None:
+    for name, value in arguments.items():
+        if name not in _NOT_YET:
+            raise UserInputError(f"HyperparameterTuner got an unexpected argument {name!r}")
+        if value != _NOT_YET[name]:
+            raise UserInputError(f"{name} is not supported by ddpjob's tuner yet; leave it out "
+                                 f"(docs/tuning.md)")
+
+
 def _one_of(value: object, allowed: tuple[str, ...], argument: str) -> str:
     if value not in allowed:
         raise UserInputError(f"{argument} must be one of {', '.join(allowed)}, got {value!r}")
@@ -128,12 +137,7 @@ class HyperparameterTuner:
         if not isinstance(estimator, Estimator):
             raise UserInputError(f"estimator must be a ddpjob estimator (ddpjob.PyTorch, "
                                  f"ddpjob.Estimator, ...), got {type(estimator).__name__}")
-        for name, value in unsupported.items():
-            if name not in _NOT_YET:
-                raise UserInputError(f"HyperparameterTuner got an unexpected argument {name!r}")
-            if value != _NOT_YET[name]:
-                raise UserInputError(f"{name} is not supported by ddpjob's tuner yet; leave it "
-                                     f"out (docs/tuning.md)")
+        _refuse_unsupported(unsupported)
         self.estimator = estimator
         self.objective_metric_name = validation.optional_str(objective_metric_name,
                                                              "objective_metric_name")
