@@ -20,10 +20,15 @@ _EXPORTS = {
     "LocalSession": "ddpjob.local.session",
     "Session": "ddpjob.sagemaker.session",
     "get_execution_role": "ddpjob.sagemaker.session",
+    "HyperparameterTuner": "ddpjob.tuning.tuner",
+    "IntegerParameter": "ddpjob.tuning.parameters",
+    "ContinuousParameter": "ddpjob.tuning.parameters",
+    "CategoricalParameter": "ddpjob.tuning.parameters",
 }
 
-__all__ = ["Estimator", "HuggingFace", "Interruption", "LocalSession", "PyTorch", "Session",
-           "TrainingInput", "TrainingJobAnalytics", "get_execution_role"]
+__all__ = ["CategoricalParameter", "ContinuousParameter", "Estimator", "HuggingFace",
+           "HyperparameterTuner", "IntegerParameter", "Interruption", "LocalSession", "PyTorch",
+           "Session", "TrainingInput", "TrainingJobAnalytics", "get_execution_role"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.analytics import TrainingJobAnalytics
@@ -34,6 +39,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.pytorch import PyTorch
     from ddpjob.sagemaker.session import Session, get_execution_role
     from ddpjob.training_input import TrainingInput
+    from ddpjob.tuning.parameters import CategoricalParameter, ContinuousParameter, IntegerParameter
+    from ddpjob.tuning.tuner import HyperparameterTuner
 
 
 def __getattr__(name: str) -> Any:

@@ -106,6 +106,27 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         return self._metric_series(job, list(job.metric_names if metric_names is None
                                              else metric_names))
 
+    # --- hyperparameter tuning jobs (docs/tuning.md) ------------------------------------------
+
+    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None) -> None:
+        """Check a CreateHyperParameterTuningJob request, reserve its name, run `stage` (the
+        uploads), then start it. A backend that runs tuning jobs overrides the three methods."""
+        raise self._no_tuning_jobs()
+
+    def describe_tuning_job(self, name: str) -> dict[str, Any]:
+        """The DescribeHyperParameterTuningJob response of `name`."""
+        raise self._no_tuning_jobs()
+
+    def stop_tuning_job(self, name: str) -> None:
+        """Ask the control plane to stop the tuning job `name` and its running trials."""
+        raise self._no_tuning_jobs()
+
+    def _no_tuning_jobs(self) -> UserInputError:
+        return UserInputError(
+            f"hyperparameter tuning jobs: the {self.backend.label} backend runs none yet (local "
+            f"tuning jobs are planned, docs/tuning.md); tune on SageMaker with "
+            f"session=ddpjob.Session()")
+
     @abc.abstractmethod
     def _metric_series(self, job: JobDescription,
                        metric_names: list[str]) -> list[MetricRow]: ...

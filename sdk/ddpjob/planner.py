@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,9 +128,16 @@ def _stage(planned: Plan) -> None:
     uploads.stage_inputs(planned.channels)
 
 
+def prepare(definition: JobDefinition, scheduler: BaseSession) -> tuple[Plan, Callable[[], None]]:
+    """Plan the job and check its buckets; the second item stores its files (to run once the
+    scheduler reserved the name). A tuning job's trials are planned this way too."""
+    planned = plan(definition, scheduler)
+    uploads.check_buckets((definition.output, definition.code.location, definition.checkpoint))
+    return planned, functools.partial(_stage, planned)
+
+
 def submit(definition: JobDefinition, scheduler: BaseSession) -> TrainingJob:
     """Plan the job, check its buckets, then let `scheduler` reserve its name, store its files
     and start it."""
-    planned = plan(definition, scheduler)
-    uploads.check_buckets((definition.output, definition.code.location, definition.checkpoint))
-    return scheduler.submit_checked(planned.request, functools.partial(_stage, planned))
+    planned, stage = prepare(definition, scheduler)
+    return scheduler.submit_checked(planned.request, stage)

@@ -26,14 +26,15 @@ def service_model() -> ServiceModel:
     return botocore.session.get_session().get_service_model("sagemaker")
 
 
-def validate_request(request: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Return `request` when botocore's model accepts it; else one-line UserInputError."""
+def validate_request(request: Mapping[str, Any], operation: str = OPERATION) -> Mapping[str, Any]:
+    """Return `request` when botocore's model accepts it as `operation`'s input; else one-line
+    UserInputError."""
     from botocore.validate import ParamValidator
 
-    shape = service_model().operation_model(OPERATION).input_shape
+    shape = service_model().operation_model(operation).input_shape
     report = ParamValidator().validate(dict(request), shape)
     if report.has_errors():
         lines = [line.strip() for line in report.generate_report().splitlines()]
         problems = "; ".join(line for line in lines if line and not line.endswith(":"))
-        raise UserInputError(f"invalid {OPERATION} request, nothing was sent: {problems}")
+        raise UserInputError(f"invalid {operation} request, nothing was sent: {problems}")
     return request

@@ -42,9 +42,12 @@ def test_base_dependencies_have_no_torch() -> None:
 
 
 def test_the_client_imports_no_torch() -> None:
-    """What a notebook or the CLI imports to submit a job leaves torch (and numpy) unloaded."""
+    """What a notebook or the CLI imports to submit a job or a tuning job leaves torch (and
+    numpy, optuna and the official SDK) unloaded."""
     code = ("import sys, ddpjob, ddpjob.cli; "
             "from ddpjob import PyTorch, HuggingFace, LocalSession, Session, TrainingInput; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'numpy')))")
+            "from ddpjob import HyperparameterTuner, IntegerParameter, CategoricalParameter; "
+            "print(sorted(m for m in sys.modules "
+            "             if m.split('.')[0] in ('torch', 'numpy', 'optuna', 'sagemaker')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -57,10 +57,11 @@ def _one_line(text: str) -> str:
 
 def translate_client_error(error: Exception, *, operation: str, job_name: str | None = None,
                            request: Mapping[str, Any] | None = None,
-                           region: str | None = None) -> DdpjobError:
+                           region: str | None = None, kind: str = "training job") -> DdpjobError:
     """The ddpjob error for a botocore `ClientError` raised by `operation` (e.g. CreateTrainingJob).
 
-    `job_name`, `request` and `region` only make the message name what to change.
+    `job_name`, `request`, `region` and `kind` (what `job_name` names) only make the message
+    name what to change.
     """
     response = getattr(error, "response", {}) or {}
     code = response.get("Error", {}).get("Code", "") or type(error).__name__
@@ -82,8 +83,9 @@ def translate_client_error(error: Exception, *, operation: str, job_name: str | 
         code == "ValidationException" and job_name and _NOT_FOUND_WORDS.search(aws_message)
     ):
         if job_name:
-            return JobNotFoundError(f"No training job named {job_name!r}{where}: check the job "
-                                    f"name (`ddpjob jobs list`) and the AWS region", **kwargs)
+            hint = " (`ddpjob jobs list`)" if kind == "training job" else ""
+            return JobNotFoundError(f"No {kind} named {job_name!r}{where}: check the job "
+                                    f"name{hint} and the AWS region", **kwargs)
         return JobNotFoundError(f"{operation}{where}: {aws_message}", **kwargs)
     if code == "ValidationException":
         if "assume" in aws_message.lower() and request.get("RoleArn"):
@@ -123,7 +125,7 @@ def _access_denied(operation: str, request: Mapping[str, Any], where: str, aws_m
 @contextmanager
 def aws_errors(operation: str, *, job_name: str | None = None,
                request: Mapping[str, Any] | None = None,
-               region: str | None = None) -> Iterator[None]:
+               region: str | None = None, kind: str = "training job") -> Iterator[None]:
     """Raise a ddpjob error (chained to the original) for any AWS error inside the block."""
     from botocore.exceptions import (
         ClientError,
@@ -138,7 +140,7 @@ def aws_errors(operation: str, *, job_name: str | None = None,
         yield
     except ClientError as error:
         raise translate_client_error(error, operation=operation, job_name=job_name,
-                                     request=request, region=region) from error
+                                     request=request, region=region, kind=kind) from error
     except ParamValidationError as error:
         # botocore checked the request against the service model before sending it.
         report = _one_line(error.kwargs.get("report", str(error)))

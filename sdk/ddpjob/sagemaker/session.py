@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ddpjob_runtime.shared import storage
 
 from ddpjob import backends
-from ddpjob.base_session import BaseSession
+from ddpjob.base_session import BaseSession, Stage
 from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors, translate_client_error
@@ -111,6 +111,9 @@ class Session(BaseSession):
             raise AwsError(f"a training job named {name!r} already exists in {self._region}: "
                            f"choose another job_name", code="ResourceInUse",
                            operation="CreateTrainingJob")
+        self._create_default_bucket_if_used(request)
+
+    def _create_default_bucket_if_used(self, request: Mapping[str, Any]) -> None:
         if f"s3://{self.default_bucket_name()}/" in json.dumps(request):
             self.default_bucket()
 
@@ -147,6 +150,26 @@ class Session(BaseSession):
             pages = self.sagemaker_client.get_paginator("list_training_jobs").paginate(
                 **filters, **paging)
             return [job for page in pages for job in page["TrainingJobSummaries"]]
+
+    # --- hyperparameter tuning jobs: sagemaker/tuning.py -------------------------------------
+
+    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None) -> None:
+        """See `BaseSession.submit_tuning_job`."""
+        from ddpjob.sagemaker import tuning
+
+        tuning.submit(self, request, stage)
+
+    def describe_tuning_job(self, name: str) -> dict[str, Any]:
+        """See `BaseSession.describe_tuning_job`."""
+        from ddpjob.sagemaker import tuning
+
+        return tuning.describe(self, name)
+
+    def stop_tuning_job(self, name: str) -> None:
+        """See `BaseSession.stop_tuning_job`."""
+        from ddpjob.sagemaker import tuning
+
+        tuning.stop(self, name)
 
     # --- account, role and default bucket ----------------------------------------------------
 

@@ -1,0 +1,7 @@
+"""Hyperparameter tuning jobs: the official SDK v2's `HyperparameterTuner` vocabulary, the
+CreateHyperParameterTuningJob request built from an estimator's plan, and the search strategies.
+
+Pure pieces: `parameters` (ranges and their checks), `rules` (AWS's rules on a tuning job),
+`request` (the request, checked against botocore's model), `strategies` (Random and Grid).
+The front end is `tuner.HyperparameterTuner`; `job.TuningJob` follows a started job.
+"""

@@ -1,0 +1,144 @@
+"""Tuning jobs on SageMaker, against the moto server over HTTP: `fit` uploads as
+`estimator.fit` does and sends the request it built; describe, wait, best job and attach read
+moto's answer. moto's tuning job is a stub (Completed at once, a made-up best job, no trials,
+no StopHyperParameterTuningJob), so these tests check the requests and what moto answers."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from ddpjob import CategoricalParameter, ContinuousParameter, HyperparameterTuner, PyTorch
+from ddpjob import request as training_request
+from ddpjob.errors import JobNotFoundError, UserInputError
+from ddpjob.sagemaker.errors import AwsError
+from ddpjob.sagemaker.session import Session
+from ddpjob.tuning import request as tuning_request
+from ddpjob.tuning.job import TuningJob, TuningJobFailedError
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/SageMakerRole"
+LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.]+)"}]
+RANGES = {"lr": ContinuousParameter(1e-4, 1e-1, "Logarithmic"),
+          "optimizer": CategoricalParameter(["adam", "sgd"])}
+SENT = ("HyperParameterTuningJobName", "HyperParameterTuningJobConfig", "TrainingJobDefinition")
+
+
+def _tuner(src: Path, bucket: str, **changes: Any) -> HyperparameterTuner:
+    estimator = PyTorch(entry_point="train.py", source_dir=str(src), instance_type="ml.m5.xlarge",
+                        instance_count=2, role=ROLE, session=Session(),
+                        hyperparameters={"epochs": 3, "lr": 0.1}, metric_definitions=LOSS,
+                        distribution={"torch_distributed": {"enabled": True}},
+                        output_path=f"s3://{bucket}/out", checkpoint_s3_uri=f"s3://{bucket}/ckpt",
+                        use_spot_instances=True, max_wait=7200, max_run=3600,
+                        max_retry_attempts=2, environment={"MODE": "fast"})
+    return HyperparameterTuner(estimator, "loss", RANGES, objective_type="Minimize",
+                               **{"strategy": "Random", "max_jobs": 4, "random_seed": 3,
+                                  **changes})
+
+
+def _keys(bucket: str) -> list[str]:
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket)
+    return sorted(item["Key"] for item in listed.get("Contents", []))
+
+
+def _moto_job(name: str) -> Any:
+    from moto.sagemaker.models import sagemaker_backends
+
+    return sagemaker_backends[ACCOUNT][REGION].hyper_parameter_tuning_jobs[name]
+
+
+def test_fit_uploads_then_sends_the_request_it_built(src: Path, tmp_path: Path,
+                                                     s3_bucket: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "part-0.csv").write_text("1,2\n")
+    tuner = _tuner(src, s3_bucket)
+    inputs = {"train": str(data), "test": f"s3://{s3_bucket}/test"}
+    built = tuner.tuning_job_request(inputs, job_name="tune-fit-1")
+    tuner.fit(inputs, job_name="tune-fit-1")
+
+    code = boto3.client("s3").get_object(Bucket=s3_bucket,
+                                         Key="out/tune-fit-1/source/sourcedir.tar.gz")
+    with tarfile.open(fileobj=io.BytesIO(code["Body"].read())) as tar:
+        assert "train.py" in tar.getnames()
+    session = tuner.estimator.session
+    uploaded = boto3.client("s3").get_object(Bucket=session.default_bucket(),
+                                             Key="tune-fit-1/input/train/part-0.csv")
+    assert uploaded["Body"].read() == b"1,2\n"
+
+    described = tuner.describe()
+    received = {member: described[member] for member in SENT}
+    assert received == {member: built[member] for member in SENT}
+    training_request.validate_request(received, tuning_request.OPERATION)
+    definition = received["TrainingJobDefinition"]
+    assert definition["EnableManagedSpotTraining"] is True
+    assert definition["StoppingCondition"]["MaxWaitTimeInSeconds"] == 7200
+    assert definition["CheckpointConfig"] == {"S3Uri": f"s3://{s3_bucket}/ckpt"}
+    assert definition["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    assert definition["Environment"] == {"MODE": "fast"}
+    assert "lr" not in definition["StaticHyperParameters"]
+    assert [c["ChannelName"] for c in definition["InputDataConfig"]] == ["train", "test"]
+    assert described["HyperParameterTuningJobStatus"] == "Completed"  # moto: at once
+    assert tuner.best_training_job() == "FakeTrainingJobName"  # moto's made-up best job
+
+
+def test_a_name_in_use_is_refused_before_anything_is_uploaded(src: Path, s3_bucket: str) -> None:
+    _tuner(src, s3_bucket).fit(job_name="tune-twice", wait=False)
+    before = _keys(s3_bucket)
+    second = _tuner(src, s3_bucket, max_jobs=2)
+    with pytest.raises(AwsError, match=r"a hyperparameter tuning job named 'tune-twice' already "
+                                       r"exists in us-east-1") as raised:
+        second.fit(job_name="tune-twice", wait=False)
+    assert raised.value.code == "ResourceInUse"
+    assert _keys(s3_bucket) == before
+    assert second.latest_tuning_job is None
+
+
+def test_a_request_the_model_refuses_sends_and_stores_nothing(src: Path, s3_bucket: str) -> None:
+    parents = [{"HyperParameterTuningJobName": f"p-{i}"} for i in range(6)]
+    tuner = _tuner(src, s3_bucket, warm_start_config={
+        "WarmStartType": "TransferLearning", "ParentHyperParameterTuningJobs": parents})
+    with pytest.raises(UserInputError, match=r"at most 5 allowed"):
+        tuner.fit(job_name="tune-refused")
+    assert _keys(s3_bucket) == []
+    with pytest.raises(JobNotFoundError, match=r"^No hyperparameter tuning job named "
+                                               r"'tune-refused' in us-east-1"):
+        Session().describe_tuning_job("tune-refused")
+
+
+def test_wait_ends_on_the_jobs_final_status(src: Path, s3_bucket: str) -> None:
+    _tuner(src, s3_bucket).fit(job_name="tune-failed", wait=False)
+    _moto_job("tune-failed").hyper_parameter_tuning_job_status = "Failed"
+    _moto_job("tune-failed").failure_reason = "No training job succeeded after 5 attempts"
+    with pytest.raises(TuningJobFailedError, match=r"^Hyperparameter tuning job tune-failed "
+                                                   r"ended Failed: No training job succeeded"):
+        TuningJob(Session(), "tune-failed", poll_seconds=0).wait()
+    _moto_job("tune-failed").hyper_parameter_tuning_job_status = "Stopped"
+    assert TuningJob(Session(), "tune-failed").wait()["HyperParameterTuningJobStatus"] == \
+        "Stopped"
+
+
+def test_attach_rebuilds_the_tuner(src: Path, s3_bucket: str) -> None:
+    original = _tuner(src, s3_bucket, max_parallel_jobs=2)
+    original.fit(job_name="tune-attach", wait=False)
+    attached = HyperparameterTuner.attach("tune-attach", Session())
+    assert attached.latest_tuning_job is not None
+    assert attached.latest_tuning_job.name == "tune-attach"
+    assert attached.hyperparameter_ranges() == original.hyperparameter_ranges()
+    assert (attached.strategy, attached.objective_type, attached.max_jobs,
+            attached.max_parallel_jobs, attached.random_seed) == ("Random", "Minimize", 4, 2, 3)
+    assert attached.estimator.hyperparameters() == {"epochs": "3"}
+    assert attached.estimator.instance_count == 2
+    again = attached.tuning_job_request(job_name="tune-attach-2")["TrainingJobDefinition"]
+    first = original.tuning_job_request(job_name="tune-attach")["TrainingJobDefinition"]
+    changed = {name for name, value in again["StaticHyperParameters"].items()
+               if first["StaticHyperParameters"][name] != value}
+    assert changed == {"sagemaker_job_name"}  # the code is the stored archive of the first
+    assert {k: v for k, v in again.items() if k != "StaticHyperParameters"} == \
+        {k: v for k, v in first.items() if k != "StaticHyperParameters"}
