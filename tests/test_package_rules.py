@@ -36,6 +36,7 @@ LOCAL_BACKEND_MAY_IMPORT = {"shared", "platform"}  # ddpjob.local: it also acts 
 LOCAL_FLOORS = (
     {"session"},  # LocalSession, the entry
     {"aws"},  # what the official SDK's session and boto3-shaped code are answered with
+    {"tuning"},  # tuning jobs: their controller, whose trials are training jobs
     {"control"},  # the training-job API: checks, admission, answers
     {"run"},  # one job running: supervisor, hosts, staging
     {"hostkinds", "warmpools", "watch"},  # what a host runs, pools, what a job is watched by

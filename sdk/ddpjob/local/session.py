@@ -144,6 +144,23 @@ class LocalSession(BaseSession):
 
         return super().submit_checked(checked, private_stage if stage is not None else None)
 
+    # --- hyperparameter tuning jobs (docs/tuning.md) ----------------------------------------
+
+    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None) -> None:
+        """See `BaseSession.submit_tuning_job`: its controller runs the trials here."""
+        tuning = self.sagemaker_client.tuning
+        tuning.create_checked(tuning.checked_request(dict(request)), stage)
+
+    def describe_tuning_job(self, name: str) -> dict[str, Any]:
+        """See `BaseSession.describe_tuning_job`."""
+        return self.sagemaker_client.tuning.describe_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name)
+
+    def stop_tuning_job(self, name: str) -> None:
+        """See `BaseSession.stop_tuning_job`."""
+        self.sagemaker_client.tuning.stop_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name)
+
     def interrupt(self, job_name: str, host: str | None = None, notice: bool = True) -> None:
         """Interrupt the running job `job_name`, as the cloud would.
 

@@ -1,8 +1,10 @@
-"""`LocalSageMakerClient`: boto3's SageMaker client for training jobs, run on this machine.
+"""`LocalSageMakerClient`: boto3's SageMaker client for training and tuning jobs, run on this
+machine.
 
-A thin face over `LocalControlPlane` for code written against boto3 (the official SageMaker
-SDK through `official_session()`, scripts): the same five training-job methods, each refusal
-raised as boto3 raises SageMaker's (`ClientError` with its error code, `ParamValidationError`).
+A thin face over `LocalControlPlane` and `LocalTuningControlPlane` for code written against
+boto3 (the official SageMaker SDK through `official_session()`, scripts): the same training-job
+and tuning-job methods, each refusal raised as boto3 raises SageMaker's (`ClientError` with its
+error code, `ParamValidationError`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddpjob.errors import ControlPlaneError
 from ddpjob.local.control.control_plane import LocalControlPlane
+from ddpjob.local.tuning.tuning_plane import LocalTuningControlPlane
 from ddpjob.request import service_model
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,11 +26,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class LocalSageMakerClient:
-    """boto3's SageMaker client for training jobs (create, describe, stop, update, list) whose
-    jobs run as local processes under `home`; `control` answers them."""
+    """boto3's SageMaker client for training jobs (create, describe, stop, update, list) and
+    tuning jobs whose jobs run as local processes under `home`; `control` and `tuning` answer
+    them."""
 
     def __init__(self, home: str | Path, planned: Sequence[Interruption] = ()):
         self.control = LocalControlPlane(home, planned)
+        self.tuning = LocalTuningControlPlane(self.control)
 
     @functools.cached_property
     def exceptions(self) -> BaseClientExceptions:
@@ -60,6 +65,31 @@ class LocalSageMakerClient:
     def list_training_jobs(self, **kwargs: Any) -> dict[str, Any]:
         """ListTrainingJobs."""
         return self._answer(self.control.list_training_jobs, kwargs)
+
+    def create_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
+        """CreateHyperParameterTuningJob: its controller starts trials in the background."""
+        return self._answer(self.tuning.create_hyper_parameter_tuning_job, kwargs)
+
+    def describe_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
+        """DescribeHyperParameterTuningJob."""
+        return self._answer(self.tuning.describe_hyper_parameter_tuning_job, kwargs)
+
+    def stop_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
+        """StopHyperParameterTuningJob."""
+        return self._answer(self.tuning.stop_hyper_parameter_tuning_job, kwargs)
+
+    def list_training_jobs_for_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
+        """ListTrainingJobsForHyperParameterTuningJob."""
+        return self._answer(self.tuning.list_training_jobs_for_hyper_parameter_tuning_job,
+                            kwargs)
+
+    def list_hyper_parameter_tuning_jobs(self, **kwargs: Any) -> dict[str, Any]:
+        """ListHyperParameterTuningJobs."""
+        return self._answer(self.tuning.list_hyper_parameter_tuning_jobs, kwargs)
+
+    def delete_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
+        """DeleteHyperParameterTuningJob."""
+        return self._answer(self.tuning.delete_hyper_parameter_tuning_job, kwargs)
 
     def _answer(self, method: Callable[..., dict[str, Any]],
                 kwargs: dict[str, Any]) -> dict[str, Any]:

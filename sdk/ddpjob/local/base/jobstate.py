@@ -66,6 +66,7 @@ class JobState:
     schedule: list[dict[str, Any]] = field(default_factory=list)
     pending: dict[str, Any] | None = None
     interruptions: list[dict[str, Any]] = field(default_factory=list)
+    tuning_job_arn: str | None = None  # the tuning job whose trial this job is
 
     @classmethod
     def new(cls, name: str, now: float | None = None) -> JobState:

@@ -105,11 +105,14 @@ def check_path_to(home: Path) -> None:
 
 
 class JobStore:
-    """The jobs under `<home>/jobs`; the home and everything in it are private (0700/0600)."""
+    """The jobs under `<home>/jobs` (a subclass: another folder and state type, e.g. tuning
+    jobs); the home and everything in it are private (0700/0600)."""
+
+    FOLDER = "jobs"
 
     def __init__(self, home: Path):
         self.home = Path(home)
-        self.jobs = self.home / "jobs"
+        self.jobs = self.home / self.FOLDER
 
     def job_dir(self, name: str) -> Path:
         return self.jobs / name

@@ -108,10 +108,19 @@ class LocalControlPlane:
                 f"{said}", code="ResourceInUse", operation="CreateTrainingJob",
                 service_message=said) from None
 
-    def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
+    def create_trial(self, request: dict[str, Any], tuning_job_arn: str) -> dict[str, Any]:
+        """Create a tuning job's trial (CreateTrainingJob's checks; its description names the
+        tuning job)."""
+        checked = self.checked_request(request)
+        self.reserve(checked["TrainingJobName"])
+        return self.create_reserved(checked, tuning_job_arn)
+
+    def create_reserved(self, request: dict[str, Any],
+                        tuning_job_arn: str | None = None) -> dict[str, Any]:
         """Admit the checked request whose name this process reserved, and start its job."""
         job = admit(request)
         state = JobState.new(job.name)
+        state.tuning_job_arn = tuning_job_arn
         state.schedule = interruptions.schedule(self.planned, job.hosts)
         job_dir = self.store.create(request, job, state, reserved=True)
         self._start_supervisor(job.name, job_dir)

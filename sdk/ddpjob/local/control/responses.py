@@ -43,6 +43,8 @@ def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
     response.setdefault("StoppingCondition", {})
     if state.failure_reason:
         response["FailureReason"] = state.failure_reason
+    if state.tuning_job_arn:
+        response["TuningJobArn"] = state.tuning_job_arn
     times = {
         "CreationTime": state.creation_time,
         "TrainingStartTime": state.training_start_time,

@@ -1,0 +1,217 @@
+"""The detached process that runs one local tuning job:
+`python -m ddpjob.local.tuning.controller <tuning job dir>`.
+
+It asks the strategy for each trial's values, creates the trials through the local control plane
+(each a training job, up to MaxParallelTrainingJobs at once, or fewer where this machine says so),
+follows them, and records what it saw in the tuning job's state for any process to read. A stop
+(StopHyperParameterTuningJob, or MaxRuntimeInSeconds) stops every running trial; the job ends
+Stopped once they all ended. It ends Completed when the budget is used, Failed when no trial
+succeeded within the first attempts. It runs in its own session, so the tuning job outlives the
+notebook that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ddpjob_runtime.shared import proctitle
+
+from ddpjob.errors import DdpjobError
+from ddpjob.local.base.arns import tuning_job_arn
+from ddpjob.local.control.control_plane import LocalControlPlane
+from ddpjob.local.tuning import answers, trials
+from ddpjob.local.tuning.tuningstate import Trial, TuningState, TuningStatus
+from ddpjob.local.tuning.tuningstore import TuningStore
+from ddpjob.tuning import strategies
+
+log = logging.getLogger("ddpjob.local.tuning.controller")
+
+POLL_S = 0.5
+#: AWS's observed rule (aws/amazon-sagemaker-examples#2436): no trial succeeded in the first 5.
+ATTEMPTS = 5
+
+
+def no_success(attempts: int) -> str:
+    """AWS's FailureReason when no trial succeeded."""
+    return (f"No training job succeeded after {attempts} attempts. Please take a look at the "
+            f"training job failures to get more details.")
+
+
+def values_of(request: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """Each trial's tuned values, by the request's strategy (Random and Grid)."""
+    config = request[answers.CONFIG]
+    ranges = config.get("ParameterRanges") or {}
+    if config["Strategy"] == "Grid":
+        return iter(strategies.grid(ranges))
+    return iter(strategies.RandomSearch(ranges, config.get("RandomSeed")))
+
+
+def budget(request: dict[str, Any]) -> int:
+    """How many trials at most: MaxNumberOfTrainingJobs (Grid: every combination)."""
+    config = request[answers.CONFIG]
+    limit = config["ResourceLimits"].get("MaxNumberOfTrainingJobs")
+    if config["Strategy"] == "Grid":
+        return limit or strategies.grid_size(config.get("ParameterRanges") or {})
+    return limit
+
+
+def parallel(request: dict[str, Any]) -> tuple[int, str | None]:
+    """How many trials run at once, and why fewer than asked (None when as asked): at most
+    one per CPU core of this machine (each trial's hosts need one)."""
+    asked = request[answers.CONFIG]["ResourceLimits"]["MaxParallelTrainingJobs"]
+    cores = os.cpu_count() or 1
+    if asked <= cores:
+        return asked, None
+    return cores, (f"running {cores} trials at once, not MaxParallelTrainingJobs={asked}: this "
+                   f"machine has {cores} CPU core(s)")
+
+
+class Controller:
+    """Runs the tuning job `name` of `store` to its end."""
+
+    def __init__(self, store: TuningStore, name: str):
+        self.store, self.name = store, name
+        self.request = store.request(name)
+        self.control = LocalControlPlane(store.home)
+        self.values = values_of(self.request)
+        self.budget = budget(self.request)
+        self.parallel, note = parallel(self.request)
+        self.definition = self.request["TrainingJobDefinition"]
+        self.metric = answers.objective(self.request)["MetricName"]
+        self.max_runtime_s = self.request[answers.CONFIG]["ResourceLimits"].get(
+            "MaxRuntimeInSeconds")
+        if note:
+            log.info("%s", note)
+            self.store.update(name, lambda s: setattr(s, "note", note) or True)
+        self.signalled = False
+
+    def run(self) -> None:
+        while True:
+            state = self._observe()
+            if state.is_terminal:
+                return
+            ending = self._ending(state)
+            if ending is None:
+                self._launch(state)
+            elif self._stop_trials(state):  # the job ends once none of its trials runs
+                self._end(*ending)
+                return
+            time.sleep(POLL_S)
+
+    def _end(self, final: TuningStatus, reason: str | None) -> None:
+        self.store.update(self.name, lambda s: s.move(final, reason))
+
+    def _ending(self, state: TuningState) -> tuple[TuningStatus, str | None] | None:
+        """How the job ends now (its final status and reason), None while it goes on: a stop
+        (asked, signalled, or MaxRuntimeInSeconds), no success in the first attempts, or the
+        budget used."""
+        overdue = self.max_runtime_s and time.time() - state.creation_time > self.max_runtime_s
+        if state.status is TuningStatus.STOPPING or self.signalled or overdue:
+            self.store.update(self.name, TuningState.request_stop)
+            return TuningStatus.STOPPED, None
+        ended = len([t for t in state.trials if t.ended])
+        if ended >= ATTEMPTS and not state.succeeded():
+            return TuningStatus.FAILED, no_success(ATTEMPTS)
+        if len(state.trials) < self.budget or state.running():
+            return None
+        return (TuningStatus.COMPLETED, None) if state.succeeded() else (
+            TuningStatus.FAILED, no_success(ended))
+
+    def _observe(self) -> TuningState:
+        """Bring every running trial's record up to date."""
+        seen = {t.name: self._seen(t) for t in self.store.state(self.name).running()}
+
+        def change(state: TuningState) -> bool:
+            for trial in state.trials:
+                if trial.name in seen and seen[trial.name] is not None:
+                    trial.__dict__.update(seen[trial.name])
+            return bool(seen)
+
+        return self.store.update(self.name, change)
+
+    def _seen(self, trial: Trial) -> dict[str, Any] | None:
+        try:
+            described = self.control.describe_training_job(TrainingJobName=trial.name)
+        except DdpjobError:
+            return None  # not created yet, or refused: `_launch` recorded it
+        times = {k: described.get(k) for k in ("TrainingStartTime", "TrainingEndTime")}
+        return {"status": described["TrainingJobStatus"],
+                "failure_reason": described.get("FailureReason"),
+                "objective": trials.objective_value(described, self.metric),
+                "start_time": times["TrainingStartTime"] and times["TrainingStartTime"].timestamp(),
+                "end_time": times["TrainingEndTime"] and times["TrainingEndTime"].timestamp()}
+
+    def _stop_trials(self, state: TuningState) -> bool:
+        """Ask every running trial to stop; True once none runs."""
+        for trial in state.running():
+            with contextlib.suppress(DdpjobError):  # it ended meanwhile
+                self.control.stop_training_job(TrainingJobName=trial.name)
+        return not state.running()
+
+    def _launch(self, state: TuningState) -> None:
+        """Start trials while fewer than `parallel` run and the budget allows."""
+        for number in range(len(state.trials) + 1, self.budget + 1):
+            if len(self.store.state(self.name).running()) >= self.parallel:
+                return
+            values = next(self.values, None)
+            if values is None:
+                return
+            self._start_trial(number, values)
+
+    def _start_trial(self, number: int, values: dict[str, str]) -> None:
+        trial = Trial(trials.trial_name(self.name, number), values, creation_time=time.time())
+        self.store.update(self.name, lambda s: s.trials.append(trial) or True)
+        request = trials.trial_request(self.definition, trial.name, values)
+        try:
+            self.control.create_trial(request, tuning_job_arn(self.name))
+        except DdpjobError as exc:
+            log.warning("trial %s refused: %s", trial.name, exc)
+            reason = str(exc)
+            self.store.update(self.name, lambda s: _refused(s, trial.name, reason))
+
+
+def _refused(state: TuningState, name: str, reason: str) -> bool:
+    for trial in state.trials:
+        if trial.name == name:
+            trial.status, trial.failure_reason, trial.end_time = "Failed", reason, time.time()
+    return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m ddpjob.local.tuning.controller <tuning job dir>`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m ddpjob.local.tuning.controller TUNING_JOB_DIR")
+    os.umask(0o077)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s tuning %(message)s")
+    folder = Path(argv[0]).absolute()
+    proctitle.set_title("tuning", folder)
+    controller = Controller(TuningStore(folder.parent.parent), folder.name)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received signal %d: stopping the tuning job", signum)
+        controller.signalled = True
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        controller.run()
+    except Exception as exc:  # noqa: BLE001 - the job must end, and say why
+        log.exception("the tuning job's controller failed")
+        reason = f"InternalServerError: {exc}"[:1024]
+        controller.store.update(controller.name, lambda s: not s.is_terminal and s.move(
+            TuningStatus.FAILED, reason))
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""Hyperparameter tuning jobs on this machine: every trial a real local training job.
+
+The trials run a torch-free script (the subject is the controller: trials, counters, the best
+job, stops, failures), whose objective `loss=(level - 3)^2` is printed once."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.validate import ParamValidator
+from ddpjob.local.session import LocalSession
+from ddpjob.request import service_model
+
+from tests.local.conftest import (
+    JOB_TIMEOUT_S,
+    assert_no_processes,
+    source_tar,
+    training_request,
+    wait_for,
+)
+
+TRIAL = '''import argparse, os, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--level", type=float)
+parser.add_argument("--sleep", type=float, default=0)
+parser.add_argument("--fail", default="no")
+args, _ = parser.parse_known_args()
+time.sleep(args.sleep)
+if args.fail == "yes":
+    raise SystemExit("trial failed on purpose")
+print(f"loss={(args.level - 3) ** 2:.6f}", flush=True)
+'''
+LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.eE+-]+)"}]
+
+
+def tuning_request(session: LocalSession, tmp_path: Path, name: str, *, strategy: str = "Random",
+                   jobs: int | None = 4, parallel: int = 2, ranges: dict | None = None,
+                   static: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A CreateHyperParameterTuningJob request over `TRIAL`, minimizing `loss`."""
+    script = tmp_path / name / "trial.py"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(TRIAL)
+    training = training_request(session, name, source_tar(tmp_path / name, script), "trial.py",
+                                workers=1, distributed=False, hyperparameters=static)
+    training["AlgorithmSpecification"]["MetricDefinitions"] = LOSS
+    definition = {key: training[key] for key in (
+        "RoleArn", "OutputDataConfig", "ResourceConfig", "StoppingCondition")}
+    limits = {"MaxParallelTrainingJobs": parallel,
+              **({"MaxNumberOfTrainingJobs": jobs} if jobs else {})}
+    return {
+        "HyperParameterTuningJobName": name,
+        "HyperParameterTuningJobConfig": {
+            "Strategy": strategy, "RandomSeed": 7, "ResourceLimits": limits,
+            "HyperParameterTuningJobObjective": {"Type": "Minimize", "MetricName": "loss"},
+            "ParameterRanges": ranges or {"ContinuousParameterRanges": [
+                {"Name": "level", "MinValue": "0", "MaxValue": "6", "ScalingType": "Linear"}]}},
+        "TrainingJobDefinition": {
+            **definition, "StaticHyperParameters": training["HyperParameters"],
+            "AlgorithmSpecification": {
+                **training["AlgorithmSpecification"], "MetricDefinitions": LOSS},
+            "TuningObjective": {"Type": "Minimize", "MetricName": "loss"}},
+    }
+
+
+def wait_tuning(session: LocalSession, name: str, timeout_s: float = 4 * JOB_TIMEOUT_S) -> dict:
+    client = session.sagemaker_client
+
+    def ended() -> dict | None:
+        found = client.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName=name)
+        return found if found["HyperParameterTuningJobStatus"] in (
+            "Completed", "Failed", "Stopped") else None
+
+    return wait_for(ended, timeout_s, f"tuning job {name} to end")
+
+
+def _valid(operation: str, response: dict[str, Any]) -> None:
+    """`response` fits the operation's output shape in botocore's model."""
+    shape = service_model().operation_model(operation).output_shape
+    answer = {k: v for k, v in response.items() if k != "ResponseMetadata"}
+    report = ParamValidator().validate(answer, shape)
+    assert not report.has_errors(), report.generate_report()
+
+
+def test_a_random_tuning_job_runs_its_trials_and_names_the_best(
+        session: LocalSession, tmp_path: Path) -> None:
+    client = session.sagemaker_client
+    client.create_hyper_parameter_tuning_job(**tuning_request(session, tmp_path, "rnd"))
+    described = wait_tuning(session, "rnd")
+    _valid("DescribeHyperParameterTuningJob", described)
+    assert described["HyperParameterTuningJobStatus"] == "Completed", described
+    assert described["TrainingJobStatusCounters"] == {
+        "Completed": 4, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0,
+        "Stopped": 0}
+    assert described["ObjectiveStatusCounters"] == {"Succeeded": 4, "Pending": 0, "Failed": 0}
+    listed = client.list_training_jobs_for_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName="rnd", SortBy="FinalObjectiveMetricValue",
+        SortOrder="Ascending")
+    _valid("ListTrainingJobsForHyperParameterTuningJob", listed)
+    trials = listed["TrainingJobSummaries"]
+    assert [t["TrainingJobName"] for t in trials] == sorted(
+        (t["TrainingJobName"] for t in trials),
+        key=lambda n: (float(next(s for s in trials if s["TrainingJobName"] == n)[
+            "TunedHyperParameters"]["level"]) - 3) ** 2)
+    assert all(re.fullmatch(r"rnd-00[1-4]-[0-9a-f]{8}", t["TrainingJobName"]) for t in trials)
+    best = described["BestTrainingJob"]
+    assert best["TrainingJobName"] == trials[0]["TrainingJobName"]
+    x = float(best["TunedHyperParameters"]["level"])
+    assert best["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == pytest.approx(
+        (x - 3) ** 2, abs=1e-5)
+    trial = client.describe_training_job(TrainingJobName=best["TrainingJobName"])
+    assert trial["TuningJobArn"] == described["HyperParameterTuningJobArn"]
+    assert trial["HyperParameters"]["_tuning_objective_metric"] == '"loss"'  # framework: quoted
+    assert trial["HyperParameters"]["level"] == best["TunedHyperParameters"]["level"]
+    assert_no_processes(session.home)
+
+
+def test_the_same_seed_draws_the_same_trials(session: LocalSession, tmp_path: Path) -> None:
+    client = session.sagemaker_client
+    for name in ("seed-a", "seed-b"):
+        client.create_hyper_parameter_tuning_job(**tuning_request(
+            session, tmp_path, name, jobs=2, parallel=1))
+    drawn = []
+    for name in ("seed-a", "seed-b"):
+        assert wait_tuning(session, name)["HyperParameterTuningJobStatus"] == "Completed"
+        trials = client.list_training_jobs_for_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=name, SortBy="Name", SortOrder="Ascending")
+        drawn.append([t["TunedHyperParameters"] for t in trials["TrainingJobSummaries"]])
+    assert drawn[0] == drawn[1] and drawn[0][0] != drawn[0][1]
+
+
+def test_a_grid_runs_every_combination_once(session: LocalSession, tmp_path: Path) -> None:
+    ranges = {"CategoricalParameterRanges": [{"Name": "level", "Values": ["1", "3", "4"]}]}
+    session.sagemaker_client.create_hyper_parameter_tuning_job(**tuning_request(
+        session, tmp_path, "grid", strategy="Grid", jobs=None, parallel=2, ranges=ranges))
+    described = wait_tuning(session, "grid")
+    assert described["HyperParameterTuningJobStatus"] == "Completed", described
+    trials = session.sagemaker_client.list_training_jobs_for_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName="grid")["TrainingJobSummaries"]
+    assert sorted(t["TunedHyperParameters"]["level"] for t in trials) == ["1", "3", "4"]
+    assert described["BestTrainingJob"]["TunedHyperParameters"] == {"level": "3"}
+
+
+def test_no_success_in_five_attempts_fails_the_tuning_job(
+        session: LocalSession, tmp_path: Path) -> None:
+    request = tuning_request(session, tmp_path, "hopeless", jobs=8, parallel=2,
+                             static={"fail": '"yes"'})
+    session.sagemaker_client.create_hyper_parameter_tuning_job(**request)
+    described = wait_tuning(session, "hopeless")
+    assert described["HyperParameterTuningJobStatus"] == "Failed"
+    assert described["FailureReason"].startswith("No training job succeeded after 5 attempts")
+    counters = described["TrainingJobStatusCounters"]
+    assert counters["NonRetryableError"] >= 5 and counters["InProgress"] == 0
+    assert "BestTrainingJob" not in described
+    assert_no_processes(session.home)
+
+
+def test_a_stop_from_another_process_stops_every_running_trial(
+        session: LocalSession, tmp_path: Path) -> None:
+    client = session.sagemaker_client
+    client.create_hyper_parameter_tuning_job(**tuning_request(
+        session, tmp_path, "stopped", jobs=6, parallel=2, static={"sleep": "300"}))
+
+    def running() -> bool:
+        found = client.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName="stopped")
+        return found["TrainingJobStatusCounters"]["InProgress"] == 2
+
+    wait_for(running, JOB_TIMEOUT_S, "two trials to run")
+    code = (f"from ddpjob.local.session import LocalSession\n"
+            f"LocalSession(home={str(session.home)!r}).stop_tuning_job('stopped')\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    described = wait_tuning(session, "stopped")
+    assert described["HyperParameterTuningJobStatus"] == "Stopped"
+    assert described["TrainingJobStatusCounters"]["Stopped"] == 2
+    assert described["TrainingJobStatusCounters"]["InProgress"] == 0
+    assert_no_processes(session.home)
+    listed = client.list_hyper_parameter_tuning_jobs()
+    _valid("ListHyperParameterTuningJobs", listed)
+    assert [s["HyperParameterTuningJobStatus"] for s in listed[
+        "HyperParameterTuningJobSummaries"]] == ["Stopped"]
+    client.delete_hyper_parameter_tuning_job(HyperParameterTuningJobName="stopped")
+    with pytest.raises(client.exceptions.ResourceNotFound):
+        client.describe_hyper_parameter_tuning_job(HyperParameterTuningJobName="stopped")
+
+
+@pytest.mark.parametrize(("change", "refusal"), [
+    (lambda r: r["HyperParameterTuningJobConfig"].update(Strategy="Bayesian"),
+     "local tuning jobs run Random and Grid"),
+    (lambda r: r["TrainingJobDefinition"]["AlgorithmSpecification"].update(
+        MetricDefinitions=[]), "A metric is required"),
+    (lambda r: r["HyperParameterTuningJobConfig"].update(Strategy="Grid"),
+     "only categorical"),
+    (lambda r: r.update(HyperParameterTuningJobName="n" * 33), "HyperParameterTuningJobName"),
+    (lambda r: r["TrainingJobDefinition"]["ResourceConfig"].update(InstanceType="ml.p5.48xlarge"),
+     "cannot run in local mode"),
+])
+def test_what_cannot_run_is_one_refusal_before_anything_starts(
+        session: LocalSession, tmp_path: Path, change: Any, refusal: str) -> None:
+    request = copy.deepcopy(tuning_request(session, tmp_path, "refused"))
+    change(request)
+    with pytest.raises((session.sagemaker_client.exceptions.ClientError,
+                        __import__("botocore").exceptions.ParamValidationError),
+                       match=refusal):
+        session.sagemaker_client.create_hyper_parameter_tuning_job(**request)
+    assert not (session.home / "tuning-jobs" / "refused").exists()
+    assert not (session.home / "jobs").exists() or not list((session.home / "jobs").iterdir())
