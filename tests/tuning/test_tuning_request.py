@@ -105,7 +105,10 @@ def test_hyperband_takes_its_max_resource_from_epochs(local_estimator) -> None:
     (None, {"strategy": "Hyperband",
             "strategy_config": {"HyperbandStrategyConfig": {"MinResource": 9,
                                                             "MaxResource": 3}}},
-     r"^strategy_config: must not exceed MaxResource 3, got 9"),
+     r"^strategy_config: Hyperband's MinResource must not exceed its MaxResource 3, got 9"),
+    (None, {"strategy": "Hyperband",
+            "strategy_config": {"HyperbandStrategyConfig": {"MaxResource": 20_001}}},
+     r"^strategy_config: Hyperband's MaxResource is at most 20000, got 20001"),
     (None, {"metric_definitions": [{"Name": "acc", "Regex": "acc=(.*)"}]},
      r"^metric_definitions: A metric is required for this hyperparameter tuning job objective\. "
      r"Provide a metric in the metric definitions\. The objective 'loss' is not among \['acc'\]"),
@@ -134,8 +137,9 @@ def test_what_aws_refuses_is_refused_when_the_tuner_is_made(
 
 
 def test_hyperband_without_a_max_resource_needs_epochs(local_estimator) -> None:
-    with pytest.raises(UserInputError, match=r"^strategy_config: is needed: AWS infers it only "
-                                             r"from a static hyperparameter named one of epochs"):
+    with pytest.raises(UserInputError, match=r"^strategy_config: Hyperband's MaxResource is "
+                                             r"needed: AWS infers it only from a static "
+                                             r"hyperparameter named one of epochs"):
         _tuner(local_estimator(hyperparameters={"lr": 0.1}), strategy="Hyperband")
 
 
