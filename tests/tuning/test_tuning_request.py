@@ -217,3 +217,44 @@ def test_a_local_session_runs_no_tuning_job_yet(local_estimator, tmp_path: Path)
     with pytest.raises(UserInputError, match=r"No tuning job available: call fit\(\) or "
                                              r"attach\(\) first"):
         tuner.describe()
+
+
+def test_the_wire_is_v2s_and_v2s_requests_pass_the_rules(local_estimator,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranges are the official SDK v2's for a framework estimator, and a request v2's
+    session builds (its own classmethods) passes the checks a later local control plane runs."""
+    monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    from sagemaker import parameter as v2
+    from sagemaker.session import Session as V2Session
+
+    ours = {"lr": ContinuousParameter(1e-4, 0.1, "Logarithmic"), "layers": IntegerParameter(1, 4),
+            "optimizer": CategoricalParameter(["adam", "sgd"])}
+    official = {"lr": v2.ContinuousParameter(1e-4, 0.1, "Logarithmic"),
+                "layers": v2.IntegerParameter(1, 4),
+                "optimizer": v2.CategoricalParameter(["adam", "sgd"])}
+    v2_ranges = {f"{kind}ParameterRanges": [
+        parameter.as_json_range(name) if kind == "Categorical" else parameter.as_tuning_range(name)
+        for name, parameter in official.items() if parameter.__name__ == kind]
+        for kind in ("Continuous", "Categorical", "Integer")}
+    tuner = _tuner(local_estimator(), ours, strategy="Random", max_jobs=4)
+    assert tuner.hyperparameter_ranges() == v2_ranges
+
+    ddpjob_request = tuner.tuning_job_request(job_name="tune-v2")
+    definition = ddpjob_request["TrainingJobDefinition"]
+    request = {
+        "HyperParameterTuningJobName": "tune-v2",
+        "HyperParameterTuningJobConfig": V2Session._map_tuning_config(
+            strategy="Random", max_jobs=4, max_parallel_jobs=1, objective_type="Minimize",
+            objective_metric_name="loss", parameter_ranges=v2_ranges),
+        "TrainingJobDefinition": V2Session._map_training_config(
+            static_hyperparameters=definition["StaticHyperParameters"], input_mode="File",
+            role=definition["RoleArn"], output_config=definition["OutputDataConfig"],
+            stop_condition=definition["StoppingCondition"],
+            hpo_resource_config={"InstanceType": "ml.m5.xlarge", "InstanceCount": 2,
+                                 "VolumeSizeInGB": 30},
+            metric_definitions=[{"Name": "loss", "Regex": r"loss=([0-9.]+)"}],
+            image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cpu")}
+    assert tuning_request.validate_tuning_request(request) is request
+    request["HyperParameterTuningJobConfig"]["Strategy"] = "Grid"
+    with pytest.raises(rules.RuleBroken, match=r"the Grid strategy supports only categorical"):
+        tuning_request.validate_tuning_request(request)
