@@ -124,6 +124,27 @@ def test_wait_ends_on_the_jobs_final_status(src: Path, s3_bucket: str) -> None:
         "Stopped"
 
 
+def test_wait_polls_while_the_job_runs(src: Path, s3_bucket: str) -> None:
+    """moto's job is Completed at once: it is set InProgress, and each Describe answer moto
+    sends moves it one step on (InProgress, Stopping, then Stopped)."""
+    _tuner(src, s3_bucket).fit(job_name="tune-polled", wait=False)
+    job = _moto_job("tune-polled")
+    job.hyper_parameter_tuning_job_status = "InProgress"
+    after = {"InProgress": "Stopping", "Stopping": "Stopped"}
+    seen: list[str] = []
+
+    def next_status(parsed: dict, **_: Any) -> None:
+        seen.append(parsed["HyperParameterTuningJobStatus"])
+        job.hyper_parameter_tuning_job_status = after.get(seen[-1], seen[-1])
+
+    session = Session()
+    session.sagemaker_client.meta.events.register(
+        "after-call.sagemaker.DescribeHyperParameterTuningJob", next_status)
+    ended = TuningJob(session, "tune-polled", poll_seconds=0).wait()
+    assert ended["HyperParameterTuningJobStatus"] == "Stopped"
+    assert seen == ["InProgress", "Stopping", "Stopped"]
+
+
 def test_attach_rebuilds_the_tuner(src: Path, s3_bucket: str) -> None:
     original = _tuner(src, s3_bucket, max_parallel_jobs=2)
     original.fit(job_name="tune-attach", wait=False)

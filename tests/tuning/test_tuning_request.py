@@ -105,7 +105,10 @@ def test_hyperband_takes_its_max_resource_from_epochs(local_estimator) -> None:
     (None, {"strategy": "Hyperband",
             "strategy_config": {"HyperbandStrategyConfig": {"MinResource": 9,
                                                             "MaxResource": 3}}},
-     r"^strategy_config: must not exceed MaxResource 3, got 9"),
+     r"^strategy_config: Hyperband's MinResource must not exceed its MaxResource 3, got 9"),
+    (None, {"strategy": "Hyperband",
+            "strategy_config": {"HyperbandStrategyConfig": {"MaxResource": 20_001}}},
+     r"^strategy_config: Hyperband's MaxResource is at most 20000, got 20001"),
     (None, {"metric_definitions": [{"Name": "acc", "Regex": "acc=(.*)"}]},
      r"^metric_definitions: A metric is required for this hyperparameter tuning job objective\. "
      r"Provide a metric in the metric definitions\. The objective 'loss' is not among \['acc'\]"),
@@ -134,8 +137,9 @@ def test_what_aws_refuses_is_refused_when_the_tuner_is_made(
 
 
 def test_hyperband_without_a_max_resource_needs_epochs(local_estimator) -> None:
-    with pytest.raises(UserInputError, match=r"^strategy_config: is needed: AWS infers it only "
-                                             r"from a static hyperparameter named one of epochs"):
+    with pytest.raises(UserInputError, match=r"^strategy_config: Hyperband's MaxResource is "
+                                             r"needed: AWS infers it only from a static "
+                                             r"hyperparameter named one of epochs"):
         _tuner(local_estimator(hyperparameters={"lr": 0.1}), strategy="Hyperband")
 
 
@@ -213,3 +217,44 @@ def test_a_local_session_runs_no_tuning_job_yet(local_estimator, tmp_path: Path)
     with pytest.raises(UserInputError, match=r"No tuning job available: call fit\(\) or "
                                              r"attach\(\) first"):
         tuner.describe()
+
+
+def test_the_wire_is_v2s_and_v2s_requests_pass_the_rules(local_estimator,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranges are the official SDK v2's for a framework estimator, and a request v2's
+    session builds (its own classmethods) passes the checks a later local control plane runs."""
+    monkeypatch.setenv("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    from sagemaker import parameter as v2
+    from sagemaker.session import Session as V2Session
+
+    ours = {"lr": ContinuousParameter(1e-4, 0.1, "Logarithmic"), "layers": IntegerParameter(1, 4),
+            "optimizer": CategoricalParameter(["adam", "sgd"])}
+    official = {"lr": v2.ContinuousParameter(1e-4, 0.1, "Logarithmic"),
+                "layers": v2.IntegerParameter(1, 4),
+                "optimizer": v2.CategoricalParameter(["adam", "sgd"])}
+    v2_ranges = {f"{kind}ParameterRanges": [
+        parameter.as_json_range(name) if kind == "Categorical" else parameter.as_tuning_range(name)
+        for name, parameter in official.items() if parameter.__name__ == kind]
+        for kind in ("Continuous", "Categorical", "Integer")}
+    tuner = _tuner(local_estimator(), ours, strategy="Random", max_jobs=4)
+    assert tuner.hyperparameter_ranges() == v2_ranges
+
+    ddpjob_request = tuner.tuning_job_request(job_name="tune-v2")
+    definition = ddpjob_request["TrainingJobDefinition"]
+    request = {
+        "HyperParameterTuningJobName": "tune-v2",
+        "HyperParameterTuningJobConfig": V2Session._map_tuning_config(
+            strategy="Random", max_jobs=4, max_parallel_jobs=1, objective_type="Minimize",
+            objective_metric_name="loss", parameter_ranges=v2_ranges),
+        "TrainingJobDefinition": V2Session._map_training_config(
+            static_hyperparameters=definition["StaticHyperParameters"], input_mode="File",
+            role=definition["RoleArn"], output_config=definition["OutputDataConfig"],
+            stop_condition=definition["StoppingCondition"],
+            hpo_resource_config={"InstanceType": "ml.m5.xlarge", "InstanceCount": 2,
+                                 "VolumeSizeInGB": 30},
+            metric_definitions=[{"Name": "loss", "Regex": r"loss=([0-9.]+)"}],
+            image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:cpu")}
+    assert tuning_request.validate_tuning_request(request) is request
+    request["HyperParameterTuningJobConfig"]["Strategy"] = "Grid"
+    with pytest.raises(rules.RuleBroken, match=r"the Grid strategy supports only categorical"):
+        tuning_request.validate_tuning_request(request)

@@ -111,13 +111,15 @@ def _check_hyperband(hyperband: Mapping[str, Any], static: Mapping[str, str]) ->
     low, high = hyperband.get("MinResource"), hyperband.get("MaxResource")
     if high is None and not any(key in static for key in EPOCH_KEYS):
         raise RuleBroken(f"{member}.MaxResource",
-                         f"is needed: AWS infers it only from a static hyperparameter named "
-                         f"one of {', '.join(EPOCH_KEYS)}, and there is none")
+                         f"Hyperband's MaxResource is needed: AWS infers it only from a static "
+                         f"hyperparameter named one of {', '.join(EPOCH_KEYS)}, and there is none")
     if high is not None and high > 20_000:
-        raise RuleBroken(f"{member}.MaxResource", f"AWS allows at most 20000, got {high}")
+        raise RuleBroken(f"{member}.MaxResource",
+                         f"Hyperband's MaxResource is at most 20000, got {high}")
     if low is not None and high is not None and low > high:  # ours: AWS is silent
         raise RuleBroken(f"{member}.MinResource",
-                         f"must not exceed MaxResource {high}, got {low}")
+                         f"Hyperband's MinResource must not exceed its MaxResource {high}, "
+                         f"got {low}")
 
 
 def _check_definition(definition: Mapping[str, Any], config: Mapping[str, Any]) -> None:

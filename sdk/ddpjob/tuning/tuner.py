@@ -20,7 +20,7 @@ import logging
 import secrets
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared.hyperparameters import is_reserved
 
@@ -36,6 +36,9 @@ from ddpjob.tuning.request import (
     tuning_request,
     validate_tuning_request,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.base_session import BaseSession
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +221,7 @@ class HyperparameterTuner:
         reserved)."""
         name = self._job_name(job_name)
         planned, stage = planner.prepare(self.estimator.definition(inputs, name),
-                                         self.estimator.session)
+                                         self.sagemaker_session)
         try:
             request = validate_tuning_request(tuning_request(name, planned.request,
                                                              self._config()))
@@ -244,11 +247,16 @@ class HyperparameterTuner:
             raise UserInputError(f"fit got unexpected arguments {sorted(kwargs)}")
         request, stage = self._prepare(inputs, job_name)
         name = request["HyperParameterTuningJobName"]
-        self.estimator.session.submit_tuning_job(request, stage)
-        self.latest_tuning_job = TuningJob(self.estimator.session, name)
+        self.sagemaker_session.submit_tuning_job(request, stage)
+        self.latest_tuning_job = TuningJob(self.sagemaker_session, name)
         print(f"Started hyperparameter tuning job {name}", flush=True)
         if wait:
             self.latest_tuning_job.wait()
+
+    @property
+    def sagemaker_session(self) -> BaseSession:
+        """The estimator's session, which runs the tuning job (v2's property)."""
+        return self.estimator.session
 
     def _latest(self) -> TuningJob:
         if self.latest_tuning_job is None:
