@@ -123,9 +123,8 @@ class BaseSession(SessionPolicy, NotebookConveniences):
 
     def _no_tuning_jobs(self) -> UserInputError:
         return UserInputError(
-            f"hyperparameter tuning jobs: the {self.backend.label} backend runs none yet (local "
-            f"tuning jobs are planned, docs/tuning.md); tune on SageMaker with "
-            f"session=ddpjob.Session()")
+            f"hyperparameter tuning jobs: the {self.backend.label} backend runs none "
+            f"(docs/tuning.md); tune with session=ddpjob.LocalSession() or ddpjob.Session()")
 
     @abc.abstractmethod
     def _metric_series(self, job: JobDescription,

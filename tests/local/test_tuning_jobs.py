@@ -6,6 +6,7 @@ job, stops, failures), whose objective `loss=(level - 3)^2` is printed once."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 import subprocess
 import sys
@@ -209,3 +210,27 @@ def test_what_cannot_run_is_one_refusal_before_anything_starts(
         session.sagemaker_client.create_hyper_parameter_tuning_job(**request)
     assert not (session.home / "tuning-jobs" / "refused").exists()
     assert not (session.home / "jobs").exists() or not list((session.home / "jobs").iterdir())
+
+
+def test_ddpjobs_tuner_runs_here_and_names_the_best_trial(session: LocalSession,
+                                                          tmp_path: Path) -> None:
+    """`ddpjob.HyperparameterTuner(...).fit()` on a LocalSession: the same request the tuner
+    sends SageMaker (tests/tuning), its trials local jobs of the estimator's definition."""
+    from ddpjob import CategoricalParameter, HyperparameterTuner, PyTorch
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "trial.py").write_text(TRIAL)
+    estimator = PyTorch(entry_point="trial.py", source_dir=str(tmp_path / "src"),
+                        instance_type="local", session=session, metric_definitions=LOSS,
+                        hyperparameters={"sleep": 0}, environment={"WHO": "trial"})
+    tuner = HyperparameterTuner(estimator, "loss", {"level": CategoricalParameter([2, 3, 5])},
+                                objective_type="Minimize", strategy="Grid",
+                                max_parallel_jobs=2)
+    tuner.fit(job_name="ours")
+    described = tuner.describe()
+    assert described["HyperParameterTuningJobStatus"] == "Completed", described
+    best = tuner.best_training_job()
+    trial = session.sagemaker_client.describe_training_job(TrainingJobName=best)
+    assert json.loads(trial["HyperParameters"]["level"]) == "3"  # v2 quotes categoricals
+    assert trial["Environment"] == {"WHO": "trial"}  # what the plain job would carry
+    assert_no_processes(session.home)

@@ -208,15 +208,10 @@ def test_what_a_trial_cannot_carry(local_estimator, caplog) -> None:
             _tuner(estimator)._config())
 
 
-def test_a_local_session_runs_no_tuning_job_yet(local_estimator, tmp_path: Path) -> None:
-    tuner = _tuner(local_estimator())
-    with pytest.raises(UserInputError, match=r"hyperparameter tuning jobs: the .* backend runs "
-                                             r"none yet \(local tuning jobs are planned"):
-        tuner.fit(job_name="tune-local")
-    assert not (tmp_path / "home" / "output").exists()  # nothing was stored
+def test_a_tuner_without_a_job_says_so(local_estimator) -> None:
     with pytest.raises(UserInputError, match=r"No tuning job available: call fit\(\) or "
                                              r"attach\(\) first"):
-        tuner.describe()
+        _tuner(local_estimator()).describe()
 
 
 def test_the_wire_is_v2s_and_v2s_requests_pass_the_rules(local_estimator,

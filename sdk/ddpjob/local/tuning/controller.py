@@ -169,7 +169,7 @@ class Controller:
     def _start_trial(self, number: int, values: dict[str, str]) -> None:
         trial = Trial(trials.trial_name(self.name, number), values, creation_time=time.time())
         self.store.update(self.name, lambda s: s.trials.append(trial) or True)
-        request = trials.trial_request(self.definition, trial.name, values)
+        request = trials.trial_request(self.definition, trial.name, values, self.metric)
         try:
             self.control.create_trial(request, tuning_job_arn(self.name))
         except DdpjobError as exc:

@@ -34,11 +34,11 @@ def _json_encoded(static: Mapping[str, str]) -> bool:
         return False
 
 
-def trial_request(definition: Mapping[str, Any], name: str,
-                  values: Mapping[str, str]) -> dict[str, Any]:
-    """The CreateTrainingJob request of trial `name` with the tuned `values`."""
+def trial_request(definition: Mapping[str, Any], name: str, values: Mapping[str, str],
+                  objective: str) -> dict[str, Any]:
+    """The CreateTrainingJob request of trial `name` with the tuned `values`, whose tuning
+    job's objective metric is `objective`."""
     static = dict(definition.get("StaticHyperParameters") or {})
-    objective = definition["TuningObjective"]["MetricName"]
     algorithm = definition["AlgorithmSpecification"]
     resources = definition.get("ResourceConfig") or _resources(
         definition["HyperParameterTuningResourceConfig"])

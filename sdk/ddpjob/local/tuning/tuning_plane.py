@@ -107,7 +107,7 @@ class LocalTuningControlPlane:
         first = next(controller.values_of(request))
         trial = trials.trial_request(request["TrainingJobDefinition"],
                                      trials.trial_name(request["HyperParameterTuningJobName"], 1),
-                                     first)
+                                     first, answers.objective(request)["MetricName"])
         self.control.checked_request(trial)  # what no trial of it could run is refused now
         return request
 
