@@ -197,6 +197,8 @@ def test_a_stop_from_another_process_stops_every_running_trial(
     (lambda r: r["HyperParameterTuningJobConfig"].update(Strategy="Grid"),
      "only categorical"),
     (lambda r: r.update(HyperParameterTuningJobName="n" * 33), "HyperParameterTuningJobName"),
+    (lambda r: r["HyperParameterTuningJobConfig"].update(TuningJobCompletionCriteria={
+        "TargetObjectiveMetricValue": 0.1}), "TuningJobCompletionCriteria"),
     (lambda r: r["TrainingJobDefinition"]["ResourceConfig"].update(InstanceType="ml.p5.48xlarge"),
      "cannot run in local mode"),
 ])

@@ -101,6 +101,9 @@ class LocalTuningControlPlane:
             if request.get(member):
                 raise _refused(op, f"{member}: not run by local tuning jobs yet "
                                    f"(docs/tuning.md); tune on SageMaker with a Session")
+        if config.get("TuningJobCompletionCriteria"):
+            raise _refused(op, f"{answers.CONFIG}.TuningJobCompletionCriteria: not applied by "
+                               f"local tuning jobs yet (docs/tuning.md)")
         if config.get("TrainingJobEarlyStoppingType", "Off") != "Off":
             raise _refused(op, f"{answers.CONFIG}.TrainingJobEarlyStoppingType: local tuning "
                                f"jobs run with Off only, for now (docs/tuning.md)")
