@@ -3,6 +3,7 @@ reason naming the rank that was elsewhere, and every process of a job titled by 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from ddpjob.cli import main
 from ddpjob.errors import DdpjobError, JobNotFoundError
+from ddpjob.local.run import proctree
 from ddpjob.local.session import LocalSession
 from ddpjob.local.watch import stacks
 from ddpjob.pytorch import PyTorch
@@ -176,6 +178,9 @@ _REGISTERED = textwrap.dedent("""
 """)
 
 
+_US = [(os.getpid(), proctree.started(os.getpid()))]  # the test's processes are below it
+
+
 def test_collect_asks_each_live_registered_rank_and_skips_the_ended(tmp_path: Path) -> None:
     """Real processes registered through `stackdump`, asked by `stacks.collect`: each answers
     with its stack and lives on; a rank whose process ended is not asked."""
@@ -188,7 +193,7 @@ def test_collect_asks_each_live_registered_rank_and_skips_the_ended(tmp_path: Pa
             assert proc.stdout.readline() == "registered\n"
         procs[1].kill()
         procs[1].wait()
-        ranks = stacks.collect(tmp_path / "job", ["algo-1", "algo-2"])
+        ranks = stacks.collect(tmp_path / "job", ["algo-1", "algo-2"], roots=_US)
         assert [(r.host, r.rank) for r in ranks] == [("algo-1", 0)]
         assert ranks[0].collective() is None
         assert str(ranks[0].user_frame()).endswith(" in nap")
@@ -212,7 +217,7 @@ def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
         start = stackdump.start_time(sleeper.pid)
         stackdump.info_file(folder, 0).write_text(
             f'{{"pid": {sleeper.pid}, "start_time": {start - 1}, "main_thread": 1}}')
-        assert stacks.collect(tmp_path / "job", ["algo-1"]) == []
+        assert stacks.collect(tmp_path / "job", ["algo-1"], roots=_US) == []
         assert sleeper.poll() is None
     finally:
         sleeper.kill()
@@ -274,8 +279,10 @@ def test_a_titled_supervisor_or_pool_keeper_is_still_recognised(tmp_path: Path,
         shown = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode()
         assert shown == f"ddpjob-{role} {folder}"
         if role == "supervisor":
-            assert LocalControlPlane._is_supervisor(proc.pid, "job-1")
-            assert not LocalControlPlane._is_supervisor(proc.pid, "job-2")
+            started = proctree.started(proc.pid)
+            assert LocalControlPlane._is_supervisor(proc.pid, started, "job-1")
+            assert not LocalControlPlane._is_supervisor(proc.pid, started, "job-2")
+            assert not LocalControlPlane._is_supervisor(proc.pid, started - 1, "job-1")
         else:
             pool = Pool("job-1", "key", "Available", 60, "local", 1, keeper_pid=proc.pid)
             assert _is_keeper(pool)
