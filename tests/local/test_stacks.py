@@ -146,6 +146,27 @@ def test_a_hung_job_past_max_run_says_which_rank_was_elsewhere(
     assert_no_processes(session.job_dir("overdue"))
 
 
+@pytest.mark.slow
+def test_stacks_of_a_job_on_a_warm_pool(session: LocalSession, tmp_path: Path, config: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
+    """A rank on a warm pool runs below the pool's template, not below the job's supervisor:
+    it is still a process of the job, and answers."""
+    script = JOBS / "hostile_rank.py"  # without `HOSTILE`: a rank that only waits
+    request = training_request(session, "pooled", source_tar(tmp_path / "pooled", script),
+                               script.name, workers=1, distributed=False)
+    request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60
+    session.sagemaker_client.create_training_job(**request)
+    log = session.job_dir("pooled") / "logs" / "algo-1.log"
+    wait_for(lambda: log.exists() and "hostile: no\n" in log.read_text(), JOB_START_S,
+             "the rank on the pool to run")
+    assert main(["stacks", "pooled"]) == 0
+    assert "[algo-1 rank 0] elsewhere: hostile_rank.py:" in capsys.readouterr().out
+    session.stop("pooled")
+    assert wait_until_ended(session, "pooled")["TrainingJobStatus"] == "Stopped"
+    session.stop_warm_pool(next(p["Name"] for p in session.warm_pools()))
+    assert_no_processes(session.home)
+
+
 def test_unknown_job_and_other_backends_are_one_clear_error(
     session: LocalSession, config: Path, capsys: pytest.CaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
