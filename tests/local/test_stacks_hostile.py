@@ -211,3 +211,32 @@ def test_a_stacks_folder_replaced_by_a_link_is_not_followed(tmp_path: Path) -> N
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+_REGISTERED = """
+import sys, time
+from ddpjob_runtime.shared import stackdump
+
+stackdump.register(0, sys.argv[1])
+print("registered", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_registration_of_odd_types_is_shown_not_raised(tmp_path: Path) -> None:
+    """A rank's registration with the right pid and start time but a main thread and code
+    folder of other types: its stacks are still shown."""
+    folder = tmp_path / "job" / "hosts" / "algo-1" / contract.STACKS_DIR
+    rank = subprocess.Popen([sys.executable, "-c", _REGISTERED, str(folder)],
+                            stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert rank.stdout.readline() == "registered\n"
+        stackdump.info_file(folder, 0).write_text(json.dumps(
+            {"pid": rank.pid, "start_time": proctree.started(rank.pid), "main_thread": [],
+             "code_dir": {"x": 1}}))
+        roots = [(os.getpid(), proctree.started(os.getpid()))]
+        ranks = stacks.collect(tmp_path / "job", ["algo-1"], roots=roots)
+        assert "[algo-1 rank 0] elsewhere: <string>:" in stacks.report(ranks, ["algo-1"])
+    finally:
+        rank.kill()
+        rank.wait()

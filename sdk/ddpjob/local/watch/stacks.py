@@ -225,15 +225,17 @@ def collect(job_dir: Path, hosts: list[str], answer_s: float = ANSWER_S,
                         held.callback(os.close, request.dump)
                     requests += [request] if _ask(request) else []
         _wait(requests, answer_s)
-        return [RankStacks(r.host, r.rank, _answer(r), r.info.get("main_thread"),
-                           str(r.info.get("code_dir") or "")) for r in requests]
+        return [_answer(r) for r in requests]
 
 
-def _answer(request: _Request) -> str:
-    """What the rank wrote into its dump file ("" when it was not asked)."""
-    if request.dump is None:
-        return ""
-    return fsutil.read_bounded(request.dump, DUMP_LIMIT).decode(errors="replace")
+def _answer(request: _Request) -> RankStacks:
+    """What the rank wrote into its dump file ("" when it was not asked), with its main thread
+    and code folder where its registration names them as they should be."""
+    text = "" if request.dump is None else \
+        fsutil.read_bounded(request.dump, DUMP_LIMIT).decode(errors="replace")
+    main, code = request.info.get("main_thread"), request.info.get("code_dir")
+    return RankStacks(request.host, request.rank, text, main if isinstance(main, int) else None,
+                      code if isinstance(code, str) else "")
 
 
 def hung_note(ranks: list[RankStacks]) -> str | None:
