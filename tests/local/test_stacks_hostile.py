@@ -223,20 +223,43 @@ time.sleep(600)
 """
 
 
-def test_a_registration_of_odd_types_is_shown_not_raised(tmp_path: Path) -> None:
-    """A rank's registration with the right pid and start time but a main thread and code
-    folder of other types: its stacks are still shown."""
+@pytest.fixture
+def registered(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen]]:
+    """A live process registered as rank 0 of host algo-1 of a job folder in `tmp_path`."""
     folder = tmp_path / "job" / "hosts" / "algo-1" / contract.STACKS_DIR
     rank = subprocess.Popen([sys.executable, "-c", _REGISTERED, str(folder)],
                             stdout=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert rank.stdout.readline() == "registered\n"
-        stackdump.info_file(folder, 0).write_text(json.dumps(
-            {"pid": rank.pid, "start_time": proctree.started(rank.pid), "main_thread": [],
-             "code_dir": {"x": 1}}))
-        roots = [(os.getpid(), proctree.started(os.getpid()))]
-        ranks = stacks.collect(tmp_path / "job", ["algo-1"], roots=roots)
-        assert "[algo-1 rank 0] elsewhere: <string>:" in stacks.report(ranks, ["algo-1"])
+        yield folder, rank
     finally:
         rank.kill()
         rank.wait()
+
+
+def _collect(tmp_path: Path) -> list[stacks.RankStacks]:
+    """`collect` of the job folder in `tmp_path`, whose processes are the test's children."""
+    roots = [(os.getpid(), proctree.started(os.getpid()))]
+    return stacks.collect(tmp_path / "job", ["algo-1"], roots=roots)
+
+
+def test_a_registration_of_odd_types_is_shown_not_raised(
+        tmp_path: Path, registered: tuple[Path, subprocess.Popen]) -> None:
+    """A rank's registration with the right pid and start time but a main thread and code
+    folder of other types: its stacks are still shown."""
+    folder, rank = registered
+    stackdump.info_file(folder, 0).write_text(json.dumps(
+        {"pid": rank.pid, "start_time": proctree.started(rank.pid), "main_thread": [],
+         "code_dir": {"x": 1}}))
+    assert "[algo-1 rank 0] elsewhere: <string>:" in stacks.report(_collect(tmp_path),
+                                                                    ["algo-1"])
+
+
+def test_a_process_registered_as_many_ranks_is_asked_once(
+        tmp_path: Path, registered: tuple[Path, subprocess.Popen]) -> None:
+    """Copies of a rank's registration under other rank numbers (each would be another dump
+    read back): the process is one rank, the first."""
+    folder, _rank = registered
+    for number in range(1, 50):
+        stackdump.info_file(folder, number).write_text(stackdump.info_file(folder, 0).read_text())
+    assert [r.rank for r in _collect(tmp_path)] == [0]

@@ -156,17 +156,17 @@ def job_roots(job_dir: Path) -> list[tuple[int | None, int | None]]:
 def _registered(folder: int, host: str, job: set[int]) -> list[_Request]:
     """The ranks registered in the stacks folder `folder` whose process may be asked: what a
     rank wrote never decides which process is signalled, so the pid must be one of the `job`'s
-    processes, still the one that registered (its start time) and of this user."""
-    found = []
-    for name in os.listdir(folder):
-        if not (number := _INFO_NAME.fullmatch(name)):
-            continue
+    processes, still the one that registered (its start time) and of this user; a process
+    registered under several ranks is asked once, as the first."""
+    found: dict[int, _Request] = {}
+    names = {int(m.group(1)): m.string for m in map(_INFO_NAME.fullmatch, os.listdir(folder)) if m}
+    for rank in sorted(names):
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError, RecursionError):
-            info = json.loads(fsutil.read_untrusted(name, folder, _INFO_LIMIT))
+            info = json.loads(fsutil.read_untrusted(names[rank], folder, _INFO_LIMIT))
             pid = int(info["pid"])
-            if pid in job and proctree.is_ours(pid, info["start_time"]):
-                found.append(_Request(host, int(number.group(1)), pid, info))
-    return sorted(found, key=lambda r: r.rank)
+            if pid in job and pid not in found and proctree.is_ours(pid, info["start_time"]):
+                found[pid] = _Request(host, rank, pid, info)
+    return list(found.values())
 
 
 def _dump_file(request: _Request, folder: int) -> int | None:
