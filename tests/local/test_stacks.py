@@ -3,6 +3,7 @@ reason naming the rank that was elsewhere, and every process of a job titled by 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from ddpjob.cli import main
 from ddpjob.errors import DdpjobError, JobNotFoundError
+from ddpjob.local.run import proctree
 from ddpjob.local.session import LocalSession
 from ddpjob.local.watch import stacks
 from ddpjob.pytorch import PyTorch
@@ -144,6 +146,27 @@ def test_a_hung_job_past_max_run_says_which_rank_was_elsewhere(
     assert_no_processes(session.job_dir("overdue"))
 
 
+@pytest.mark.slow
+def test_stacks_of_a_job_on_a_warm_pool(session: LocalSession, tmp_path: Path, config: Path,
+                                        capsys: pytest.CaptureFixture) -> None:
+    """A rank on a warm pool runs below the pool's template, not below the job's supervisor:
+    it is still a process of the job, and answers."""
+    script = JOBS / "hostile_rank.py"  # without `HOSTILE`: a rank that only waits
+    request = training_request(session, "pooled", source_tar(tmp_path / "pooled", script),
+                               script.name, workers=1, distributed=False)
+    request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 60
+    session.sagemaker_client.create_training_job(**request)
+    log = session.job_dir("pooled") / "logs" / "algo-1.log"
+    wait_for(lambda: log.exists() and "hostile: no\n" in log.read_text(), JOB_START_S,
+             "the rank on the pool to run")
+    assert main(["stacks", "pooled"]) == 0
+    assert "[algo-1 rank 0] elsewhere: hostile_rank.py:" in capsys.readouterr().out
+    session.stop("pooled")
+    assert wait_until_ended(session, "pooled")["TrainingJobStatus"] == "Stopped"
+    session.stop_warm_pool(next(p["Name"] for p in session.warm_pools()))
+    assert_no_processes(session.home)
+
+
 def test_unknown_job_and_other_backends_are_one_clear_error(
     session: LocalSession, config: Path, capsys: pytest.CaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
@@ -176,6 +199,9 @@ _REGISTERED = textwrap.dedent("""
 """)
 
 
+_US = [(os.getpid(), proctree.started(os.getpid()))]  # the test's processes are below it
+
+
 def test_collect_asks_each_live_registered_rank_and_skips_the_ended(tmp_path: Path) -> None:
     """Real processes registered through `stackdump`, asked by `stacks.collect`: each answers
     with its stack and lives on; a rank whose process ended is not asked."""
@@ -188,7 +214,7 @@ def test_collect_asks_each_live_registered_rank_and_skips_the_ended(tmp_path: Pa
             assert proc.stdout.readline() == "registered\n"
         procs[1].kill()
         procs[1].wait()
-        ranks = stacks.collect(tmp_path / "job", ["algo-1", "algo-2"])
+        ranks = stacks.collect(tmp_path / "job", ["algo-1", "algo-2"], roots=_US)
         assert [(r.host, r.rank) for r in ranks] == [("algo-1", 0)]
         assert ranks[0].collective() is None
         assert str(ranks[0].user_frame()).endswith(" in nap")
@@ -212,7 +238,7 @@ def test_a_reused_pid_is_never_signalled(tmp_path: Path) -> None:
         start = stackdump.start_time(sleeper.pid)
         stackdump.info_file(folder, 0).write_text(
             f'{{"pid": {sleeper.pid}, "start_time": {start - 1}, "main_thread": 1}}')
-        assert stacks.collect(tmp_path / "job", ["algo-1"]) == []
+        assert stacks.collect(tmp_path / "job", ["algo-1"], roots=_US) == []
         assert sleeper.poll() is None
     finally:
         sleeper.kill()
@@ -274,8 +300,10 @@ def test_a_titled_supervisor_or_pool_keeper_is_still_recognised(tmp_path: Path,
         shown = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\0").decode()
         assert shown == f"ddpjob-{role} {folder}"
         if role == "supervisor":
-            assert LocalControlPlane._is_supervisor(proc.pid, "job-1")
-            assert not LocalControlPlane._is_supervisor(proc.pid, "job-2")
+            started = proctree.started(proc.pid)
+            assert LocalControlPlane._is_supervisor(proc.pid, started, "job-1")
+            assert not LocalControlPlane._is_supervisor(proc.pid, started, "job-2")
+            assert not LocalControlPlane._is_supervisor(proc.pid, started - 1, "job-1")
         else:
             pool = Pool("job-1", "key", "Available", 60, "local", 1, keeper_pid=proc.pid)
             assert _is_keeper(pool)

@@ -3,15 +3,20 @@
 Atomic writes (a reader in another process sees the old file or the whole new one), sha256 of a
 file, and `contained`: the one check that a name read from a caller or from storage stays inside
 its folder, and `container_path`: the check of a folder named for a job's container.
+`open_untrusted_folder`, `open_untrusted` and `read_untrusted` open what a job's code could have
+replaced (files under a host's root): never through a link, never blocking on a FIFO, regular
+files only, read up to a bound.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -22,6 +27,9 @@ from ddpjob_runtime.shared.errors import UnsafePathError
 
 TMP_SUFFIX = ".tmp"  # temp files of atomic writes end so; listings skip them
 _CHUNK = 8 * 1024 * 1024
+# How what a job's code may have replaced is opened: a link is refused, not followed; a FIFO
+# or device does not block the open (nor becomes a controlling terminal).
+_UNTRUSTED = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 @contextlib.contextmanager
@@ -146,3 +154,51 @@ def container_path(local: object, what: str, *, anywhere: bool = False) -> Path:
         raise UnsafePathError(f"{what} {local!r} refused: it must be a folder below "
                               f"{DEFAULT_ROOT} (each local host has its own {DEFAULT_ROOT})")
     return path
+
+
+def open_untrusted_folder(base: str | os.PathLike, relative: str) -> int:
+    """A descriptor of the folder `base/relative`, whose folders below `base` a job's code
+    writes: each is opened in the one above it without following a link (a folder replaced by a
+    link to elsewhere is refused, OSError), so that what is opened in it is inside `base`."""
+    folder = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in relative_name(relative, "folder").split("/"):
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | _UNTRUSTED, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+    except BaseException:
+        os.close(folder)
+        raise
+    return folder
+
+
+def open_untrusted(name: str, folder: int, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of the file `name` in the folder descriptor `folder` (a job's code writes
+    both): never through a link, never blocking (a FIFO), and OSError unless it is a regular
+    file with no other name (a hard link would name a file of somewhere else)."""
+    fd = os.open(name, flags | _UNTRUSTED, dir_fd=folder)
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+        os.close(fd)
+        raise OSError(errno.EPERM, f"{name} refused: not a regular file of one name")
+    return fd
+
+
+def read_bounded(fd: int, limit: int) -> bytes:
+    """The first `limit` bytes (at most) of the open file `fd`, whatever its offset."""
+    parts: list[bytes] = []
+    size = 0
+    while size < limit and (part := os.pread(fd, min(limit - size, _CHUNK), size)):
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
+
+
+def read_untrusted(name: str, folder: int, limit: int) -> bytes:
+    """The first `limit` bytes of the file `name` in `folder`, opened as `open_untrusted`
+    does."""
+    fd = open_untrusted(name, folder)
+    try:
+        return read_bounded(fd, limit)
+    finally:
+        os.close(fd)

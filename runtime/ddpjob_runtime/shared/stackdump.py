@@ -6,6 +6,7 @@ host's `tmp/stacks`). faulthandler writes from its C signal handler, so a rank b
 collective (in C++, holding the GIL or not) still answers. Beside it, `rank-<N>.json` says which
 process to signal: its pid, its start time (a reused pid is never signalled: the signal's
 default action ends a process) and its main thread (the thread that says where the rank is).
+The reader (`ddpjob.local.watch.stacks`) trusts none of it: a rank's code can rewrite both files.
 A real-time signal, not SIGUSR1/2, which training code and its launchers use for themselves.
 """
 

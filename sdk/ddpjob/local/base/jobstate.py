@@ -55,6 +55,7 @@ class JobState:
     training_end_time: float | None = None
     failure_reason: str | None = None
     supervisor_pid: int | None = None
+    supervisor_started: int | None = None  # with the pid, the supervisor's identity (`proctree`)
     hosts: dict[str, HostRecord] = field(default_factory=dict)
     # Attempts (job retries, spot restarts): the current one, when its training started, the
     # seconds earlier attempts trained (TrainingTimeInSeconds, and what MaxRuntime bounds).
@@ -228,8 +229,8 @@ class JobState:
 
     # --- records -------------------------------------------------------------------------
 
-    def record_supervisor(self, pid: int) -> bool:
-        self.supervisor_pid = pid
+    def record_supervisor(self, pid: int, started: int | None) -> bool:
+        self.supervisor_pid, self.supervisor_started = pid, started
         return True
 
     def record_hosts(self, pids: dict[str, int]) -> bool:

@@ -1,4 +1,9 @@
-"""Processes of this machine through /proc (Linux): liveness, descendants, ending a tree."""
+"""Processes of this machine through /proc (Linux): liveness, identity, descendants, the
+signals one catches, ending a tree.
+
+A process's identity is its pid, its start time and its user (`is_ours`): a pid alone may be
+another process's once the first was reaped, and a pid with its start time, which anyone can
+read, may be named by someone who wants another user's process signalled."""
 
 from __future__ import annotations
 
@@ -6,7 +11,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Set
+from collections.abc import Callable, Iterable, Set
 from pathlib import Path
 
 
@@ -31,6 +36,36 @@ def started(pid: int | None) -> int | None:
     pid, the identity of a process (a pid alone may be another's once it was reaped)."""
     fields = _live_stat(pid)
     return int(fields[19]) if fields is not None else None
+
+
+def is_ours(pid: int | None, start: int | None) -> bool:
+    """Whether `pid` is still the process that started at `start` (`started`) and runs as this
+    process's user: its real, effective, saved and file-system uids all ours, so that neither a
+    reused pid nor a setuid program is taken for it."""
+    return start is not None and started(pid) == start and _uids(pid) == {os.geteuid()}
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether `pid` runs a handler of `sig` (`SigCgt`): only such a process lives on after a
+    signal whose default action ends it (a real-time one)."""
+    caught = _status_field(pid, "SigCgt")
+    return caught is not None and bool(int(caught, 16) >> (sig - 1) & 1)
+
+
+def _uids(pid: int | None) -> set[int]:
+    """The process's real, effective, saved and file-system uids (empty when it is gone)."""
+    uids = _status_field(pid, "Uid") if pid else None
+    return {int(uid) for uid in uids.split()} if uids else set()
+
+
+def _status_field(pid: int, name: str) -> str | None:
+    """Field `name` of /proc/<pid>/status (None when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next((line.partition(":")[2].strip() for line in status
+                         if line.startswith(f"{name}:")), None)
+    except OSError:
+        return None
 
 
 def _live_stat(pid: int | None) -> list[str] | None:
@@ -67,6 +102,18 @@ def descendants(pid: int) -> list[int]:
         for child in tree.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
+    return found
+
+
+def below(roots: Iterable[tuple[int | None, int | None]]) -> set[int]:
+    """Every process below the `roots` (pid, start time) that are still those processes and
+    this user's (`is_ours`); a root that is gone or another's has none."""
+    tree, found = children_map(), set()
+    todo = [pid for pid, start in roots if pid is not None and is_ours(pid, start)]
+    while todo:
+        children = tree.get(todo.pop(), [])
+        found.update(children)
+        todo += children
     return found
 
 

@@ -155,7 +155,7 @@ class LocalControlPlane:
                 f"{state.status.primary.value}.",
             )
         pid = state.supervisor_pid
-        if pid and self._is_supervisor(pid, name):
+        if pid and self._is_supervisor(pid, state.supervisor_started, name):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)  # it also polls the state; the signal saves time
         return copy.deepcopy(_OK)
@@ -240,13 +240,16 @@ class LocalControlPlane:
             )  # fmt: skip
         self._supervisors.append(proc)
 
-        self.store.update(name, lambda state: state.record_supervisor(proc.pid))
+        started = proctree.started(proc.pid)
+        self.store.update(name, lambda state: state.record_supervisor(proc.pid, started))
         logger.info("Started local training job %s (supervisor pid %d)", name, proc.pid)
 
     @staticmethod
-    def _is_supervisor(pid: int, name: str) -> bool:
-        """Whether `pid` is the live supervisor of job `name` (pids get reused)."""
-        if not proctree.is_alive(pid):
+    def _is_supervisor(pid: int, started: int | None, name: str) -> bool:
+        """Whether `pid` is the live supervisor of job `name` that started at `started`: the
+        process itself (`proctree.is_ours`), not another, maybe another user's, that got its
+        pid once it ended and has a supervisor's title."""
+        if not proctree.is_ours(pid, started):
             return False
         args = proctree.cmdline(pid)
         if not args:  # unreadable for a moment while the new process execs: it is ours
@@ -267,7 +270,7 @@ class LocalControlPlane:
         pid = state.supervisor_pid
         if pid is None:  # being started by the creating process
             return time.time() - state.creation_time < SUPERVISOR_START_S
-        return self._is_supervisor(pid, name)
+        return self._is_supervisor(pid, state.supervisor_started, name)
 
 
 def _page_start(token: str | None) -> int:

@@ -285,6 +285,15 @@ def _of_job(home: Path, job: str) -> Pool | None:
     return next((p for p in pools(home) if any(j["job"] == job for j in p.jobs)), None)
 
 
+def template_of(home: Path, job: str) -> tuple[int, int | None] | None:
+    """The pid and start time of the template of the warm pool `job` holds (None when it holds
+    none, or its pool has no template)."""
+    pool = _of_job(home, job)
+    if pool is None or pool.job != job or pool.status != IN_USE or pool.template_pid is None:
+        return None
+    return pool.template_pid, pool.template_started
+
+
 def set_keep_alive(home: Path, job: str, seconds: int) -> bool:
     """`UpdateTrainingJob(ResourceConfig={"KeepAlivePeriodInSeconds": seconds})` of `job`: the
     pool it holds, or left Available, stays warm that long after the job's end (0 ends it);

@@ -2,7 +2,10 @@
 
 Each worker of a host registered for stack dumps (`ddpjob_runtime.shared.stackdump`: Python's
 `faulthandler` on a signal, every thread). `collect` empties each live rank's dump file, sends
-the signal to every rank at once and reads the dumps back once they stopped growing. A rank
+the signal to every rank at once and reads the dumps back once they stopped growing. All that
+is in a folder the ranks write, so it is read as hostile: no link followed, no FIFO waited on,
+no more than a bound read, and only a process of the job (below its supervisor or its warm
+pool's template, by pid, start time and user) that catches the signal is signalled. A rank
 whose main thread has a frame in `torch.distributed` (or ddpjob's `dataparallel` wrappers)
 waits in that collective; any other rank is elsewhere, at its innermost frame in the job's code.
 `report` is what `ddpjob stacks` prints; `hung_note` the FailureReason's tail that names the
@@ -20,14 +23,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ddpjob_runtime.shared import contract, stackdump
+from ddpjob_runtime.shared import contract, fsutil, stackdump
 
+from ddpjob.local.control.jobstore import JobStore
 from ddpjob.local.isolation import hostroot
+from ddpjob.local.run import proctree
+from ddpjob.local.warmpools import pools
 
 log = logging.getLogger("ddpjob.local.run.supervisor")
 
 ANSWER_S = 5.0  # how long the ranks get to write their stacks
+DUMP_LIMIT = 1 << 20  # bytes of a rank's dump read back (faulthandler writes far less)
+_INFO_LIMIT = 1 << 16  # bytes of a rank's registration read
 _POLL_S = 0.05
+_INFO_NAME = re.compile(r"rank-(\d{1,9})\.json")
 # A frame in one of these waits in a collective (the process group's calls, DDP's wrappers).
 _COLLECTIVE_PATHS = ("/torch/distributed/", "/ddpjob_runtime/dataparallel/")
 _THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-fA-F]+) \(most recent call first\):")
@@ -94,7 +103,8 @@ class RankStacks:
         """`waiting in all_reduce (train.py:20 in main)`, `elsewhere: train.py:17 in slow_step`,
         or that it did not answer."""
         if not self.text.strip():
-            return "did not answer (stopped, or ended meanwhile)"
+            return "did not answer (stopped, ended meanwhile, or not asked: its dump file is no " \
+                   "regular file, or it does not catch the signal)"
         collective, frame = self.collective(), self.user_frame()
         if collective is not None:
             return f"waiting in {collective}" + (f" ({frame})" if frame else "")
@@ -127,29 +137,59 @@ class RankStacks:
 class _Request:
     host: str
     rank: int
-    dump: Path
+    pid: int
     info: dict
+    dump: int | None = None  # the rank's dump file, held open from emptied to read back
     size: int = -1
     settled: bool = False
 
 
-def _live_ranks(folder: Path, host: str) -> list[_Request]:
-    """The ranks registered in `folder` whose process still runs (not a reused pid)."""
-    found = []
-    for path in folder.glob("rank-*.json"):
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            info = json.loads(path.read_text())
-            rank = int(path.stem.removeprefix("rank-"))
-            if stackdump.start_time(int(info["pid"])) == info["start_time"]:
-                found.append(_Request(host, rank, stackdump.stacks_file(folder, rank), info))
-    return sorted(found, key=lambda r: r.rank)
+def job_roots(job_dir: Path) -> list[tuple[int | None, int | None]]:
+    """The processes (pid, start time) every process of the job in `job_dir` runs below: its
+    supervisor, as the job's state records it, and the template of the warm pool it holds."""
+    home, name = job_dir.parent.parent, job_dir.name
+    state = JobStore(home).state(name)
+    template = pools.template_of(home, name)
+    return [(state.supervisor_pid, state.supervisor_started), *([template] if template else [])]
+
+
+def _registered(folder: int, host: str, job: set[int]) -> list[_Request]:
+    """The ranks registered in the stacks folder `folder` whose process may be asked: what a
+    rank wrote never decides which process is signalled, so the pid must be one of the `job`'s
+    processes, still the one that registered (its start time) and of this user; a process
+    registered under several ranks is asked once, as the first."""
+    found: dict[int, _Request] = {}
+    names = {int(m.group(1)): m.string for m in map(_INFO_NAME.fullmatch, os.listdir(folder)) if m}
+    for rank in sorted(names):
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError, RecursionError):
+            info = json.loads(fsutil.read_untrusted(names[rank], folder, _INFO_LIMIT))
+            pid = int(info["pid"])
+            if pid in job and pid not in found and proctree.is_ours(pid, info["start_time"]):
+                found[pid] = _Request(host, rank, pid, info)
+    return list(found.values())
+
+
+def _dump_file(request: _Request, folder: int) -> int | None:
+    """The rank's dump file, opened to be emptied and read back; None when the rank is not to
+    be asked: it does not catch the signal (whose default action would end it), or its dump
+    file is no regular file (a link to elsewhere, a FIFO)."""
+    if not proctree.catches(request.pid, stackdump.STACK_SIGNAL):
+        return None
+    try:
+        return fsutil.open_untrusted(stackdump.stacks_file(Path(), request.rank).name, folder,
+                                     os.O_RDWR)
+    except OSError:
+        return None
 
 
 def _ask(request: _Request) -> bool:
-    """Empty the rank's dump file and signal the rank; False when it is gone."""
+    """Empty the rank's dump file and signal the rank (one without a `_dump_file` stays
+    silent); False when it is gone."""
+    if request.dump is None:
+        return proctree.is_alive(request.pid)
     try:
-        request.dump.write_text("")
-        os.kill(int(request.info["pid"]), stackdump.STACK_SIGNAL)
+        os.ftruncate(request.dump, 0)
+        os.kill(request.pid, stackdump.STACK_SIGNAL)
     except OSError:  # ProcessLookupError among them
         return False
     return True
@@ -157,29 +197,45 @@ def _ask(request: _Request) -> bool:
 
 def _wait(requests: list[_Request], answer_s: float) -> None:
     """Until every dump is written (not empty, and no longer growing) or `answer_s` passed."""
+    asked = [r for r in requests if r.dump is not None]
     deadline = time.monotonic() + answer_s
-    while not all(r.settled for r in requests) and time.monotonic() < deadline:
+    while not all(r.settled for r in asked) and time.monotonic() < deadline:
         time.sleep(_POLL_S)
-        for request in (r for r in requests if not r.settled):
-            with contextlib.suppress(OSError):
-                size = request.dump.stat().st_size
-                request.settled, request.size = size > 0 and size == request.size, size
+        for request in (r for r in asked if not r.settled):
+            size = os.fstat(request.dump).st_size
+            request.settled, request.size = size > 0 and size == request.size, size
 
 
-def collect(job_dir: Path, hosts: list[str], answer_s: float = ANSWER_S) -> list[RankStacks]:
-    """Every live rank's stacks on every host of the job in `job_dir`, by host then rank."""
-    requests = [r for host in hosts
-                for r in _live_ranks(job_dir / "hosts" / host / contract.STACKS_DIR, host)]
-    requests = [r for r in requests if _ask(r)]
-    _wait(requests, answer_s)
-    found = []
-    for r in requests:
-        text = ""
-        with contextlib.suppress(OSError):
-            text = r.dump.read_text(errors="replace")
-        found.append(RankStacks(r.host, r.rank, text, r.info.get("main_thread"),
-                                str(r.info.get("code_dir") or "")))
-    return found
+def collect(job_dir: Path, hosts: list[str], answer_s: float = ANSWER_S,
+            roots: list[tuple[int | None, int | None]] | None = None) -> list[RankStacks]:
+    """Every live rank's stacks on every host of the job in `job_dir`, by host then rank: the
+    ranks among the processes below `roots` (default `job_roots`), each dump read up to
+    `DUMP_LIMIT` bytes."""
+    job = proctree.below(job_roots(job_dir) if roots is None else roots)
+    with contextlib.ExitStack() as held:
+        requests = []
+        for host in hosts:
+            with contextlib.suppress(OSError):  # no folder yet, or one replaced by a link
+                folder = fsutil.open_untrusted_folder(job_dir / "hosts",
+                                                      f"{host}/{contract.STACKS_DIR}")
+                held.callback(os.close, folder)
+                for request in _registered(folder, host, job):
+                    request.dump = _dump_file(request, folder)
+                    if request.dump is not None:
+                        held.callback(os.close, request.dump)
+                    requests += [request] if _ask(request) else []
+        _wait(requests, answer_s)
+        return [_answer(r) for r in requests]
+
+
+def _answer(request: _Request) -> RankStacks:
+    """What the rank wrote into its dump file ("" when it was not asked), with its main thread
+    and code folder where its registration names them as they should be."""
+    text = "" if request.dump is None else \
+        fsutil.read_bounded(request.dump, DUMP_LIMIT).decode(errors="replace")
+    main, code = request.info.get("main_thread"), request.info.get("code_dir")
+    return RankStacks(request.host, request.rank, text, main if isinstance(main, int) else None,
+                      code if isinstance(code, str) else "")
 
 
 def hung_note(ranks: list[RankStacks]) -> str | None:
