@@ -39,7 +39,8 @@ LOCAL_FLOORS = (
     {"tuning"},  # tuning jobs: their controller, whose trials are training jobs
     {"control"},  # the training-job API: checks, admission, answers
     {"run"},  # one job running: supervisor, hosts, staging
-    {"hostkinds", "warmpools", "watch"},  # what a host runs, pools, what a job is watched by
+    {"watch"},  # what a job is watched by: logs, metrics, the ranks' stacks (of pools' too)
+    {"hostkinds", "warmpools"},  # what a host runs; warm pools
     {"isolation"},  # namespaces, host roots, GPU shares, the fixed port
     {"base"},  # the ground floor: job store and states, process tree, templates, spot rules
 )
@@ -149,7 +150,7 @@ def test_the_local_rooms_stand_on_the_floors_below_them() -> None:
     assert {_room(name) for name in local} == set().union(*LOCAL_FLOORS)
     assert _floor_breaches(local) == []
     breach = {"ddpjob.local.base.proctree": frozenset({"ddpjob.local.run.hosts"}),
-              "ddpjob.local.watch.stacks": frozenset({"ddpjob.local.warmpools.pools"})}
+              "ddpjob.local.warmpools.pools": frozenset({"ddpjob.local.hostkinds.hostkind"})}
     assert len(_floor_breaches(breach)) == 2
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from ddpjob.cli import main
 from ddpjob.errors import DdpjobError, JobNotFoundError
-from ddpjob.local.run import proctree
+from ddpjob.local.base import proctree
 from ddpjob.local.session import LocalSession
 from ddpjob.local.watch import stacks
 from ddpjob.pytorch import PyTorch

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ddpjob.cli import main
-from ddpjob.local.run import proctree
+from ddpjob.local.base import proctree
 from ddpjob.local.session import LocalSession
 from ddpjob.local.watch import stacks
 from ddpjob_runtime.shared import contract, stackdump

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from ddpjob_runtime.shared import contract, fsutil, stackdump
 
-from ddpjob.local.control.jobstore import JobStore
+from ddpjob.local.base import proctree
+from ddpjob.local.base.jobstore import JobStore
 from ddpjob.local.isolation import hostroot
-from ddpjob.local.run import proctree
 from ddpjob.local.warmpools import pools
 
 log = logging.getLogger("ddpjob.local.run.supervisor")
