@@ -22,6 +22,12 @@ from ddpjob_runtime.shared.errors import UnsafePathError
 
 TMP_SUFFIX = ".tmp"  # temp files of atomic writes end so; listings skip them
 _CHUNK = 8 * 1024 * 1024
+# Bytes of the target's name kept in a temp file's name: with the dot, mkstemp's 8 random
+# characters and the suffix, a temp name stays within NAME_MAX (255) whatever the target's.
+_TMP_NAME_BYTES = 200
+
+#: A file to read: its path, or a binary file already open (read from where it stands).
+Readable = str | os.PathLike | IO[bytes]
 
 
 @contextlib.contextmanager
@@ -35,7 +41,8 @@ def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    short = os.fsdecode(os.fsencode(path.name)[:_TMP_NAME_BYTES])
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{short}.", suffix=TMP_SUFFIX)
     try:
         os.fchmod(fd, mode & ~_umask())
         with os.fdopen(fd, "wb") as handle:
@@ -81,10 +88,19 @@ def write_json(path: str | os.PathLike, data: object, *, indent: int | None = No
     write_text(path, json.dumps(data, indent=indent), mode=mode, fsync=fsync)
 
 
-def copy_file(source: str | os.PathLike, target: str | os.PathLike, *,
-              mode: int = 0o644) -> None:
+@contextlib.contextmanager
+def reading(source: Readable) -> Iterator[IO[bytes]]:
+    """`source` open for reading: opened here (and closed) when it is a path."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            yield handle
+    else:
+        yield source
+
+
+def copy_file(source: Readable, target: str | os.PathLike, *, mode: int = 0o644) -> None:
     """Copy `source` onto `target` atomically."""
-    with atomic_open(target, mode=mode) as handle, open(source, "rb") as src:
+    with atomic_open(target, mode=mode) as handle, reading(source) as src:
         shutil.copyfileobj(src, handle, _CHUNK)
 
 
@@ -97,9 +113,9 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(source: Readable) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with reading(source) as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

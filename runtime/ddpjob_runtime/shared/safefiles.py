@@ -1,0 +1,137 @@
+"""Reading a folder that someone else writes (a rank's checkpoint folder, a `file://` store).
+
+Nothing is followed out of the folder and nothing but a regular file is opened: a link is read
+only where it resolves to a file inside the folder, a linked folder is not entered, a named
+pipe, socket or device is left out (reading one could block for ever). Checking a path and then
+opening it would let a rank swap a folder for a link in between; so the folder is walked by
+directory descriptors, and a file is opened one name at a time below the folder's own
+descriptor with O_NOFOLLOW (`open_file`): a link that appears meanwhile fails the open instead
+of leading out. Names are file names: never decoded or normalised. Torch-free, stdlib only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, NamedTuple
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class Found(NamedTuple):
+    """A regular file under a scanned folder: its size and modification time (ns)."""
+
+    size: int
+    mtime_ns: int
+
+
+class Scan(NamedTuple):
+    """What `scan` found: `files` by relative posix name, and `refused` (name: why left out)."""
+
+    files: dict[str, Found]
+    refused: dict[str, str]
+
+
+def scan(folder: str | os.PathLike, skip: Callable[[str], bool] | None = None) -> Scan:
+    """Every regular file below `folder` (sorted by name), links to files inside it counted as
+    those files; `skip(relative name)` leaves a file out silently. A missing folder is empty."""
+    files: dict[str, Found] = {}
+    refused: dict[str, str] = {}
+    try:
+        top = os.open(folder, _DIR_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        return Scan(files, refused)
+    inside = os.path.realpath(folder)
+    with contextlib.closing(_Fd(top)):
+        for rel, entry in _entries(top, ""):
+            if skip is not None and skip(rel):
+                continue
+            why = _why_not(folder, inside, rel, entry)
+            if isinstance(why, str):
+                refused[rel] = why
+            elif why is not None:
+                files[rel] = why
+    return Scan(dict(sorted(files.items())), refused)
+
+
+class _Fd:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _entries(fd: int, base: str) -> Iterator[tuple[str, os.DirEntry]]:
+    """(relative name, entry) of every non-folder below the directory `fd`, folders entered
+    by descriptor without following links."""
+    with os.scandir(fd) as listing:
+        entries = sorted(listing, key=lambda entry: entry.name)
+    for entry in entries:
+        rel = base + entry.name
+        if not entry.is_dir(follow_symlinks=False):
+            yield rel, entry
+            continue
+        try:
+            child = os.open(entry.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError:  # gone, or swapped for a link since the listing
+            continue
+        with contextlib.closing(_Fd(child)):
+            yield from _entries(child, rel + "/")
+
+
+def _why_not(folder: str | os.PathLike, inside: str, rel: str,
+             entry: os.DirEntry) -> Found | str | None:
+    """The file's `Found`, a reason it is left out, or None when it vanished meanwhile."""
+    try:
+        if entry.is_symlink():
+            real = os.path.realpath(os.path.join(folder, rel))
+            if os.path.commonpath([real, inside]) != inside or real == inside:
+                return "it links outside the folder"
+            st = os.stat(real)
+        else:
+            st = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        return f"it cannot be read ({error.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return None if not entry.is_symlink() else "it links to a folder (not entered)"
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file (a named pipe, socket or device)"
+    return Found(st.st_size, st.st_mtime_ns)
+
+
+def open_file(folder: str | os.PathLike, rel: str) -> IO[bytes]:
+    """The regular file `rel` below `folder`, opened for reading without leaving the folder.
+
+    A link inside the folder is followed where it resolves to a file inside; the path it
+    resolves to is then opened one name at a time, no link followed, so nothing swapped in
+    since can lead out. OSError (ELOOP, ENOTDIR, EINVAL) for a link out or anything but a
+    regular file, FileNotFoundError for a missing one.
+    """
+    inside = os.path.realpath(folder)
+    real = os.path.realpath(os.path.join(folder, rel))
+    if os.path.commonpath([real, inside]) != inside or real == inside:
+        raise OSError(errno.ELOOP, "it links outside the folder", os.path.join(folder, rel))
+    *parents, name = Path(os.path.relpath(real, inside)).parts
+    fd = os.open(inside, _DIR_FLAGS)
+    try:
+        for part in parents:
+            child = os.open(part, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        handle = os.open(name, _FILE_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(handle).st_mode):  # O_NONBLOCK: a FIFO opened, not waited on
+        os.close(handle)
+        raise OSError(errno.EINVAL, "not a regular file (a named pipe, socket or device)",
+                      os.path.join(folder, rel))
+    os.set_blocking(handle, True)
+    return os.fdopen(handle, "rb")
