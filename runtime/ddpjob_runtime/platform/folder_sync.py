@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from ddpjob_runtime.shared import fsutil, safefiles, storage, upload_stamps
-from ddpjob_runtime.shared.errors import ObjectNotFoundError, StorageError
+from ddpjob_runtime.shared.errors import StorageError
 from ddpjob_runtime.shared.safefiles import Found
 from ddpjob_runtime.shared.upload_stamps import Stamp, Writer
 
@@ -110,8 +110,8 @@ class FolderSync:
                             self._send_stamped(rel, source, *looks[rel].result())
                         else:
                             storage.upload_file(source, storage.join(self.uri, rel))
-                except (ObjectNotFoundError, FileNotFoundError):
-                    continue  # replaced or removed meanwhile: the next round sees it
+                except FileNotFoundError:
+                    continue  # removed meanwhile: the next round sees it
                 except Exception as exc:  # noqa: BLE001 - one file must not cost the others
                     failed[rel] = exc
                     log.warning("upload of %s to %s failed (tried again next round): %s",

@@ -8,6 +8,7 @@ its folder, and `container_path`: the check of a folder named for a job's contai
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -44,13 +45,14 @@ def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
     short = os.fsdecode(os.fsencode(path.name)[:_TMP_NAME_BYTES])
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{short}.", suffix=TMP_SUFFIX)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held until renamed: see `being_written`
         os.fchmod(fd, mode & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
         if fsync:
             fsync_dir(path.parent)
     except BaseException:
@@ -71,8 +73,28 @@ def _umask() -> int:
 
 
 def is_temporary(name: str) -> bool:
-    """Whether a file name is an atomic write's temp file (`.<name>.<random>.tmp`)."""
+    """Whether a file name has the shape of an atomic write's temp file (`.<name>.<random>.tmp`).
+    A user's file may have it too: `being_written` tells the two apart."""
     return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
+def being_written(path: str | os.PathLike) -> bool:
+    """Whether `path` is an atomic write's temp file still being written: its name has the
+    shape and its writer holds the lock `atomic_open` takes. A file of that shape that no
+    writer holds (a user's own, kept under its name) is not; nor is any other name."""
+    if not is_temporary(Path(path).name):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return True  # gone since it was listed, or a link: nothing to list
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def write_text(path: str | os.PathLike, text: str, *, mode: int = 0o644,

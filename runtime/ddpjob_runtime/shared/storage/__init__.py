@@ -76,11 +76,12 @@ def _target(folder: Path, key: str, uri: str) -> Path:
 
 
 def _local_files(folder: Path, *, strict: bool = False) -> dict[str, safefiles.Found]:
-    """Every file under `folder` by relative posix key, sorted; temp files skipped. A link out
+    """Every file under `folder` by relative posix key, sorted; temp files still being written
+    skipped (a user's file of that shape is kept: `fsutil.being_written`). A link out
     of the folder, a linked folder, a named pipe, socket or device (`safefiles.scan`) is left
     out with a warning: a store's folder is read, never followed elsewhere nor waited on;
     `strict` (a folder of the caller's own to upload) refuses it instead (StorageError)."""
-    found = safefiles.scan(folder, skip=lambda rel: fsutil.is_temporary(rel.rpartition("/")[2]))
+    found = safefiles.scan(folder, skip=lambda rel: fsutil.being_written(folder / rel))
     for rel, why in found.refused.items():
         if strict:
             raise StorageError(f"{folder / rel}: {why}, so it cannot be copied; remove it")
