@@ -182,6 +182,19 @@ def test_keys_are_joined_whole() -> None:
     assert storage.join("s3://b/ckpt", "a%2Fb.txt") == "s3://b/ckpt/a%2Fb.txt"
 
 
+@pytest.mark.integration
+def test_a_key_no_file_can_be_named_after_costs_no_other_file(tmp_path: Path,
+                                                               s3_bucket: str) -> None:
+    """`ckpt/run//x` and `ckpt/run/../y` are keys S3 keeps; no file below the checkpoint folder
+    can have their names: they stay there, warned about, and every other file comes down."""
+    s3 = storage.client()
+    for key in ("ckpt/run//x", "ckpt/run/../y", "ckpt/run/ok.txt"):
+        s3.put_object(Bucket=s3_bucket, Key=key, Body=key.encode())
+    sync = _sync(tmp_path / "host", f"s3://{s3_bucket}/ckpt/run", "job-1")
+    assert sync.download() == 1
+    assert [p.name for p in sync.folder.iterdir()] == ["ok.txt"]
+
+
 @pytest.mark.parametrize("key", ["ds//train.csv", "out//", "./x", "a/../b", "a\\b"])
 def test_a_local_bucket_key_a_folder_cannot_keep_apart_is_refused(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:

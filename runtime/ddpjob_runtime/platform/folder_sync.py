@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from ddpjob_runtime.shared import fsutil, safefiles, storage, upload_stamps
-from ddpjob_runtime.shared.errors import StorageError
+from ddpjob_runtime.shared.errors import StorageError, UnsafePathError
 from ddpjob_runtime.shared.safefiles import Found
 from ddpjob_runtime.shared.upload_stamps import Stamp, Writer
 
@@ -74,11 +74,13 @@ class FolderSync:
 
     def download(self) -> int:
         """Bring every object under `uri` (but the skipped ones) into the folder; they then
-        count as uploaded. How many."""
+        count as uploaded. How many. A key no file can be named after (`x//y`, `../y`: legal
+        on S3) is left there with a warning; it costs no other file."""
         self.folder.mkdir(parents=True, exist_ok=True)
         if not self.uri:
             return 0
-        keys = [info.key for info in storage.list_objects(self.uri) if not self._skip(info.key)]
+        keys = [info.key for info in storage.list_objects(self.uri)
+                if not self._skip(info.key) and self._is_file_name(info.key)]
         wanted = set(keys)
         if not keys:
             return 0
@@ -88,6 +90,16 @@ class FolderSync:
             self._sent.update({rel: found for rel, found in self._files().items()
                                if rel in wanted})
         return len(keys)
+
+    def _is_file_name(self, key: str) -> bool:
+        try:
+            if fsutil.relative_name(key, "object key") == key:
+                return True
+        except UnsafePathError:
+            pass
+        log.warning("not bringing %s down: no file in %s can have that name",
+                    storage.join(self.uri, key), self.folder)
+        return False
 
     def upload(self) -> int:
         """Upload the files that are new or changed since the last round; how many.
