@@ -90,17 +90,18 @@ def test_one_failing_file_costs_the_round_none_of_the_others(tmp_path: Path) -> 
 
 def test_a_folder_swapped_for_a_link_during_a_sync_is_not_read_through(tmp_path: Path) -> None:
     """The rank swaps `sub/` for a link out of the folder after the sync listed `sub/a.txt`
-    (here: while the sync looks at the next name): the file is opened below the folder, no
-    link followed, so the outside bytes are never uploaded."""
+    (here: while the sync looks at a later name, `zz/z.txt`): the file is opened below the
+    folder, no link followed, so the outside bytes are never uploaded."""
     local, remote, outside = tmp_path / "local", tmp_path / "remote", tmp_path / "outside"
     (local / "sub").mkdir(parents=True)
     (local / "sub" / "a.txt").write_text("mine")
-    (local / "z.txt").write_text("z")
+    (local / "zz").mkdir()
+    (local / "zz" / "z.txt").write_text("z")
     outside.mkdir()
     (outside / "a.txt").write_text("secret")
 
     def swap_when_listing_z(rel: str) -> bool:
-        if rel == "z.txt" and not (local / "sub").is_symlink():
+        if rel == "zz/z.txt" and not (local / "sub").is_symlink():
             (local / "sub").rename(local / "sub-was")
             (local / "sub").symlink_to(outside)
         return False
@@ -109,7 +110,7 @@ def test_a_folder_swapped_for_a_link_during_a_sync_is_not_read_through(tmp_path:
     with pytest.raises(StorageError, match="sub/a.txt"):
         sync.upload()
     assert not (remote / "sub" / "a.txt").exists()
-    assert (remote / "z.txt").read_text() == "z"
+    assert (remote / "zz" / "z.txt").read_text() == "z"
 
 
 def test_safefiles_open_refuses_links_out_and_pipes_never_blocks(tmp_path: Path) -> None:

@@ -11,11 +11,10 @@ of leading out. Names are file names: never decoded or normalised. Torch-free, s
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -42,69 +41,53 @@ def scan(folder: str | os.PathLike, skip: Callable[[str], bool] | None = None) -
     those files; `skip(relative name)` leaves a file out silently. A missing folder is empty."""
     files: dict[str, Found] = {}
     refused: dict[str, str] = {}
-    try:
-        top = os.open(folder, _DIR_FLAGS)
-    except (FileNotFoundError, NotADirectoryError):
-        return Scan(files, refused)
     inside = os.path.realpath(folder)
-    with contextlib.closing(_Fd(top)):
-        for rel, entry in _entries(top, ""):
+    # fwalk opens each folder by its parent's descriptor and enters no linked folder.
+    for top, dirs, names, fd in os.fwalk(folder):
+        dirs.sort()
+        base = os.path.relpath(top, folder).replace(os.sep, "/")
+        prefix = "" if base == "." else base + "/"
+        for name in sorted([*names, *(d for d in dirs if _is_link(d, fd))]):
+            rel = prefix + name
             if skip is not None and skip(rel):
                 continue
-            why = _why_not(folder, inside, rel, entry)
-            if isinstance(why, str):
-                refused[rel] = why
-            elif why is not None:
-                files[rel] = why
+            found = _regular(os.path.join(folder, rel), inside, name, fd)
+            if isinstance(found, str):
+                refused[rel] = found
+            elif found is not None:
+                files[rel] = found
     return Scan(dict(sorted(files.items())), refused)
 
 
-class _Fd:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-
-def _entries(fd: int, base: str) -> Iterator[tuple[str, os.DirEntry]]:
-    """(relative name, entry) of every non-folder below the directory `fd`, folders entered
-    by descriptor without following links."""
-    with os.scandir(fd) as listing:
-        entries = sorted(listing, key=lambda entry: entry.name)
-    for entry in entries:
-        rel = base + entry.name
-        if not entry.is_dir(follow_symlinks=False):
-            yield rel, entry
-            continue
-        try:
-            child = os.open(entry.name, _DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-        except OSError:  # gone, or swapped for a link since the listing
-            continue
-        with contextlib.closing(_Fd(child)):
-            yield from _entries(child, rel + "/")
-
-
-def _why_not(folder: str | os.PathLike, inside: str, rel: str,
-             entry: os.DirEntry) -> Found | str | None:
-    """The file's `Found`, a reason it is left out, or None when it vanished meanwhile."""
+def _is_link(name: str, fd: int) -> bool:
     try:
-        if entry.is_symlink():
-            real = os.path.realpath(os.path.join(folder, rel))
-            if os.path.commonpath([real, inside]) != inside or real == inside:
+        return stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _regular(path: str, inside: str, name: str, fd: int) -> Found | str | None:
+    """The file's `Found`, why it is left out, or None when it vanished meanwhile."""
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            real = os.path.realpath(path)
+            if not _below(real, inside):
                 return "it links outside the folder"
             st = os.stat(real)
-        else:
-            st = entry.stat(follow_symlinks=False)
     except FileNotFoundError:
         return None
     except OSError as error:
         return f"it cannot be read ({error.strerror})"
     if stat.S_ISDIR(st.st_mode):
-        return None if not entry.is_symlink() else "it links to a folder (not entered)"
+        return "it links to a folder (not entered)"
     if not stat.S_ISREG(st.st_mode):
         return "it is not a regular file (a named pipe, socket or device)"
     return Found(st.st_size, st.st_mtime_ns)
+
+
+def _below(real: str, inside: str) -> bool:
+    return real != inside and os.path.commonpath([real, inside]) == inside
 
 
 def open_file(folder: str | os.PathLike, rel: str) -> IO[bytes]:
@@ -117,7 +100,7 @@ def open_file(folder: str | os.PathLike, rel: str) -> IO[bytes]:
     """
     inside = os.path.realpath(folder)
     real = os.path.realpath(os.path.join(folder, rel))
-    if os.path.commonpath([real, inside]) != inside or real == inside:
+    if not _below(real, inside):
         raise OSError(errno.ELOOP, "it links outside the folder", os.path.join(folder, rel))
     *parents, name = Path(os.path.relpath(real, inside)).parts
     fd = os.open(inside, _DIR_FLAGS)
