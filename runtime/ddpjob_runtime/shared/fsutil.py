@@ -45,7 +45,8 @@ def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
     short = os.fsdecode(os.fsencode(path.name)[:_TMP_NAME_BYTES])
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{short}.", suffix=TMP_SUFFIX)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # held until renamed: see `being_written`
+        with contextlib.suppress(OSError):  # a file system without locks: listed meanwhile
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held until renamed: see `being_written`
         os.fchmod(fd, mode & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             yield handle
