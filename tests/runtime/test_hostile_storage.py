@@ -183,7 +183,6 @@ def test_keys_are_joined_whole() -> None:
     assert storage.join("s3://b/ckpt", "a%2Fb.txt") == "s3://b/ckpt/a%2Fb.txt"
 
 
-@pytest.mark.integration
 def test_a_key_no_file_can_be_named_after_costs_no_other_file(tmp_path: Path,
                                                                s3_bucket: str) -> None:
     """`ckpt/run//x` and `ckpt/run/../y` are keys S3 keeps; no file below the checkpoint folder
@@ -252,7 +251,6 @@ def test_a_true_stamp_still_spares_the_upload(tmp_path: Path, stamped_uri: str) 
     assert upload_stamps.read(target).writer.host == "algo-2"  # not sent again
 
 
-@pytest.mark.integration
 def test_a_multipart_etag_is_predicted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                        s3_bucket: str) -> None:
     """Above the multipart threshold the ETag S3 gives is computed from the parts too."""
