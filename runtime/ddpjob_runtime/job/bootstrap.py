@@ -253,16 +253,12 @@ def train(root: Path | None = None) -> int:
         if (python_dir := _python_dir(env)) is not None:  # what the job installed ends with it
             shutil.rmtree(python_dir, ignore_errors=True)
         # The checkpoint folder's other files and TensorBoard's, then model/ and output/data/:
-        # each is tried even when the other failed.
-        for upload in (mirrors.upload, lambda: _upload_results(env)):
-            try:
-                upload()
-            except (StorageError, OSError) as exc:
-                log.error("uploading the results failed: %s", exc)
-                if code == 0:
-                    code = 1
-                    failure.write_failure(env.output_dir, failure.reason(
-                        env.current_host, None, 1, f"upload: {exc}"))
+        # each is tried whatever failed before it.
+        failed = results.each_tried([*mirrors.finishes, lambda: _upload_results(env)])
+        if failed is not None and code == 0:
+            code = 1
+            failure.write_failure(env.output_dir, failure.reason(
+                env.current_host, None, 1, f"upload: {failed}"))
     log.info("host %s finished with exit code %d", env.current_host, code)
     return code
 

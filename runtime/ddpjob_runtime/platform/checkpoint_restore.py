@@ -16,7 +16,6 @@ from ddpjob_runtime.shared.checkpoint_layout import (
     CheckpointError,
     Manifest,
     corrupt_file,
-    file_path,
     group_by_step,
     local_complete,
     parse_manifest,
@@ -80,8 +79,8 @@ def _download(remote: str, folder: Path, manifest: Manifest) -> None:
     """The files of checkpoint `remote`, then its manifest, into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)
-    for name in manifest.files:
-        storage.download_file(storage.join(remote, name), file_path(folder, name))
+    # As listed below `remote`: a link out of it, a pipe or a device there is never read.
+    storage.download_prefix(remote, folder, keys=list(manifest.files))
     storage.download_file(storage.join(remote, MANIFEST), folder / MANIFEST)
     if local_complete(folder) is None:
         raise CheckpointError(f"{folder}: restored checkpoint does not match its manifest")

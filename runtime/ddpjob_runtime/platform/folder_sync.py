@@ -6,28 +6,33 @@ the same `S3Uri` while it runs and at its end; the last writer of a name wins) a
 for `TensorBoardOutputConfig`. One implementation for both and for every kind of local host:
 ddpjob's runtime, SageMaker's own PyTorch container and container commands played by the local
 backend. Nothing is ever deleted remotely, and nothing outside the folder is read: a link that
-resolves outside it is skipped with a warning.
+resolves outside it, a named pipe or a device is skipped with a warning, and each file is opened
+below the folder without following a link swapped in meanwhile (`safefiles`). Every file is
+synced under its own name, whatever it looks like. One file that fails is logged and tried
+again next round; the round goes on with the others.
 
 A sync given its `Writer` (every host's checkpoint sync) stamps its uploads (`upload_stamps`)
 and, before uploading a changed file, reads the stamp there (one HEAD): the same bytes are not
-sent again, and different bytes from another host of the same job are warned about once (a
-`logging` warning naming the file and the hosts); `finish()` looks once more at what this host
-uploaded, for a clash that both hosts' uploads at the same moment hid. Torch-free.
+sent again (where the object's own ETag, or the stored file's sha256, vouches for them: a
+stamp alone is no proof), and different bytes from another host of the same job are warned
+about once (a `logging` warning naming the file and the hosts); `finish()` looks once more at
+what this host uploaded, for a clash that both hosts' uploads at the same moment hid.
+Torch-free.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import stat
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import IO
 
-from ddpjob_runtime.shared import fsutil, storage, upload_stamps
-from ddpjob_runtime.shared.errors import ObjectNotFoundError
+from ddpjob_runtime.shared import fsutil, safefiles, storage, upload_stamps
+from ddpjob_runtime.shared.errors import StorageError, UnsafePathError
+from ddpjob_runtime.shared.safefiles import Found
 from ddpjob_runtime.shared.upload_stamps import Stamp, Writer
 
 log = logging.getLogger(__name__)
@@ -52,87 +57,96 @@ class FolderSync:
         self.uri = uri or None
         self.writer = writer
         self._skip = skip or (lambda _rel: False)
-        self._sent: dict[str, tuple[int, int]] = {}
+        self._sent: dict[str, Found] = {}
         self._left: dict[str, str] = {}  # sha256 of what this host's stamped uploads left there
-        self._refused: set[str] = set()  # links out of the folder, warned about once
+        self._refused: set[str] = set()  # links out of the folder, pipes: warned about once
         self._lock = threading.Lock()  # one upload round at a time (background and final)
 
-    def _files(self) -> dict[str, tuple[Path, int, int]]:
-        """`{relative path: (file to read, size, mtime_ns)}` of the files to sync. A link is
-        read only where it resolves to a file inside the folder: never one outside it."""
-        found: dict[str, tuple[Path, int, int]] = {}
-        if not self.folder.is_dir():
-            return found
-        inside = self.folder.resolve()
-        for top, dirs, files in os.walk(self.folder):  # linked folders are not entered
-            dirs.sort()
-            for name in sorted(files):
-                path = Path(top, name)
-                rel = path.relative_to(self.folder).as_posix()
-                if fsutil.is_temporary(name) or self._skip(rel):
-                    continue
-                real = path.resolve()
-                if not real.is_relative_to(inside):
-                    if rel not in self._refused:
-                        self._refused.add(rel)
-                        log.warning("not syncing %s: it links outside %s", path, self.folder)
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    st = real.stat()
-                    if stat.S_ISREG(st.st_mode):
-                        found[rel] = (real, st.st_size, st.st_mtime_ns)
-        return found
+    def _files(self) -> dict[str, Found]:
+        """The files to sync by relative path (`safefiles.scan`: no link out of the folder,
+        no pipe or device; each left out is warned about once)."""
+        found = safefiles.scan(self.folder, skip=self._skip)
+        for rel, why in found.refused.items():
+            if rel not in self._refused:
+                self._refused.add(rel)
+                log.warning("not syncing %s: %s", self.folder / rel, why)
+        return found.files
 
     def download(self) -> int:
         """Bring every object under `uri` (but the skipped ones) into the folder; they then
-        count as uploaded. How many."""
+        count as uploaded. How many. A key no file can be named after (`x//y`, `../y`: legal
+        on S3) is left there with a warning; it costs no other file."""
         self.folder.mkdir(parents=True, exist_ok=True)
         if not self.uri:
             return 0
-        keys = [info.key for info in storage.list_objects(self.uri) if not self._skip(info.key)]
+        keys = [info.key for info in storage.list_objects(self.uri)
+                if not self._skip(info.key) and self._is_file_name(info.key)]
         wanted = set(keys)
         if not keys:
             return 0
         log.info("bringing %d files down from %s into %s", len(keys), self.uri, self.folder)
         storage.download_prefix(self.uri, self.folder, keys=keys)
         with self._lock:
-            self._sent.update({rel: (size, mtime) for rel, (_, size, mtime)
-                               in self._files().items() if rel in wanted})
+            self._sent.update({rel: found for rel, found in self._files().items()
+                               if rel in wanted})
         return len(keys)
+
+    def _is_file_name(self, key: str) -> bool:
+        try:
+            if fsutil.relative_name(key, "object key") == key:
+                return True
+        except UnsafePathError:
+            pass
+        log.warning("not bringing %s down: no file in %s can have that name",
+                    storage.join(self.uri, key), self.folder)
+        return False
 
     def upload(self) -> int:
         """Upload the files that are new or changed since the last round; how many.
 
-        Raises StorageError when an upload fails (the file is tried again next round).
+        A file that fails is logged and tried again next round, and the round goes on; then
+        StorageError names how many failed and the first.
         """
         if not self.uri:
             return 0
+        failed: dict[str, Exception] = {}
         with self._lock, ThreadPoolExecutor(LOOKUPS) as pool:
             files = self._files()
-            changed = [rel for rel, (_, *seen) in files.items()
-                       if self._sent.get(rel) != tuple(seen)]
+            changed = [rel for rel, seen in files.items() if self._sent.get(rel) != seen]
             # With a writer: each file's digest and the stamp there, all read at once.
-            looks = {rel: pool.submit(self._look, rel, files[rel][0])
-                     for rel in changed} if self.writer else {}
+            looks = {rel: pool.submit(self._look, rel) for rel in changed} if self.writer else {}
             for rel in changed:
-                source, size, mtime = files[rel]
                 try:
-                    if rel in looks:
-                        self._send_stamped(rel, source, *looks[rel].result())
-                    else:
-                        storage.upload_file(source, storage.join(self.uri, rel))
-                except (ObjectNotFoundError, FileNotFoundError):
-                    continue  # replaced or removed meanwhile: the next round sees it
-                self._sent[rel] = (size, mtime)
+                    with safefiles.open_file(self.folder, rel) as source:
+                        if rel in looks:
+                            self._send_stamped(rel, source, *looks[rel].result())
+                        else:
+                            storage.upload_file(source, storage.join(self.uri, rel))
+                except FileNotFoundError:
+                    continue  # removed meanwhile: the next round sees it
+                except Exception as exc:  # noqa: BLE001 - one file must not cost the others
+                    failed[rel] = exc
+                    log.warning("upload of %s to %s failed (tried again next round): %s",
+                                self.folder / rel, self.uri, exc)
+                    continue
+                self._sent[rel] = files[rel]
+        if failed:
+            rel, exc = next(iter(failed.items()))
+            raise StorageError(f"upload of {len(failed)} file(s) of {self.folder} to {self.uri} "
+                               f"failed; the first, {rel!r}: {exc}")
         return len(changed)
 
-    def _look(self, rel: str, source: Path) -> tuple[str, Stamp | None]:
-        return fsutil.sha256_file(source), upload_stamps.read(storage.join(self.uri, rel))
+    def _look(self, rel: str) -> tuple[str, Stamp | None]:
+        with safefiles.open_file(self.folder, rel) as source:
+            digest = fsutil.sha256_file(source)
+        return digest, upload_stamps.read(storage.join(self.uri, rel))
 
-    def _send_stamped(self, rel: str, source: Path, digest: str, there: Stamp | None) -> None:
+    def _send_stamped(self, rel: str, source: IO[bytes], digest: str,
+                      there: Stamp | None) -> None:
         """Upload one file stamped, unless its bytes are there already (this host's or
-        another's); warn when it replaces another host's different bytes."""
-        if there is None or there.sha256 != digest:
+        another's, as the object itself vouches); warn when it replaces another host's
+        different bytes."""
+        if not upload_stamps.holds(there, digest, source):
             uri = storage.join(self.uri, rel)
             clash = self._clash(uri, there, kept=self.writer.host)
             upload_stamps.upload(source, uri, Stamp(self.writer, digest, clash))

@@ -13,7 +13,7 @@ manifest last); this sync handles every other file, such as a script's own `torc
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from ddpjob_runtime.platform.environment import TrainingEnvironment, mapped_path
@@ -44,7 +44,7 @@ def tensorboard_sync(root: Path, config: Mapping[str, str] | None) -> FolderSync
 
 class JobMirrors:
     """This host's mirrored folders: `download()` before the script, `running()` around it,
-    `upload()` once it ended (before the job can complete)."""
+    and the last round of each sync (`finishes`) once it ended, before the job can complete."""
 
     def __init__(self, env: TrainingEnvironment) -> None:
         self.checkpoint = FolderSync(env.checkpoint_dir, env.platform.checkpoint_s3_uri,
@@ -70,7 +70,8 @@ class JobMirrors:
                 stack.enter_context(sync.running())
             yield
 
-    def upload(self) -> None:
-        """The last round of this host's uploads; StorageError when one fails."""
-        for sync in self.uploads:
-            sync.finish()
+    @property
+    def finishes(self) -> list[Callable[[], int]]:
+        """The last round of each of this host's syncs, to be run each (`results.each_tried`):
+        one failing costs the others nothing."""
+        return [sync.finish for sync in self.uploads]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -30,6 +31,12 @@ _CHUNK = 8 * 1024 * 1024
 # How what a job's code may have replaced is opened: a link is refused, not followed; a FIFO
 # or device does not block the open (nor becomes a controlling terminal).
 _UNTRUSTED = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# Bytes of the target's name kept in a temp file's name: with the dot, mkstemp's 8 random
+# characters and the suffix, a temp name stays within NAME_MAX (255) whatever the target's.
+_TMP_NAME_BYTES = 200
+
+#: A file to read: its path, or a binary file already open (read from where it stands).
+Readable = str | os.PathLike | IO[bytes]
 
 
 @contextlib.contextmanager
@@ -43,15 +50,18 @@ def atomic_open(path: str | os.PathLike, *, mode: int = 0o644,
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    short = os.fsdecode(os.fsencode(path.name)[:_TMP_NAME_BYTES])
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{short}.", suffix=TMP_SUFFIX)
     try:
+        with contextlib.suppress(OSError):  # a file system without locks: listed meanwhile
+            fcntl.flock(fd, fcntl.LOCK_EX)  # held until renamed: see `being_written`
         os.fchmod(fd, mode & ~_umask())
         with os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
         if fsync:
             fsync_dir(path.parent)
     except BaseException:
@@ -72,8 +82,28 @@ def _umask() -> int:
 
 
 def is_temporary(name: str) -> bool:
-    """Whether a file name is an atomic write's temp file (`.<name>.<random>.tmp`)."""
+    """Whether a file name has the shape of an atomic write's temp file (`.<name>.<random>.tmp`).
+    A user's file may have it too: `being_written` tells the two apart."""
     return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
+def being_written(path: str | os.PathLike) -> bool:
+    """Whether `path` is an atomic write's temp file still being written: its name has the
+    shape and its writer holds the lock `atomic_open` takes. A file of that shape that no
+    writer holds (a user's own, kept under its name) is not; nor is any other name."""
+    if not is_temporary(Path(path).name):
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return True  # gone since it was listed, or a link: nothing to list
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def write_text(path: str | os.PathLike, text: str, *, mode: int = 0o644,
@@ -89,10 +119,19 @@ def write_json(path: str | os.PathLike, data: object, *, indent: int | None = No
     write_text(path, json.dumps(data, indent=indent), mode=mode, fsync=fsync)
 
 
-def copy_file(source: str | os.PathLike, target: str | os.PathLike, *,
-              mode: int = 0o644) -> None:
+@contextlib.contextmanager
+def reading(source: Readable) -> Iterator[IO[bytes]]:
+    """`source` open for reading: opened here (and closed) when it is a path."""
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as handle:
+            yield handle
+    else:
+        yield source
+
+
+def copy_file(source: Readable, target: str | os.PathLike, *, mode: int = 0o644) -> None:
     """Copy `source` onto `target` atomically."""
-    with atomic_open(target, mode=mode) as handle, open(source, "rb") as src:
+    with atomic_open(target, mode=mode) as handle, reading(source) as src:
         shutil.copyfileobj(src, handle, _CHUNK)
 
 
@@ -105,9 +144,9 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(source: Readable) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with reading(source) as handle:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
@@ -160,9 +199,12 @@ def open_untrusted_folder(base: str | os.PathLike, relative: str) -> int:
     """A descriptor of the folder `base/relative`, whose folders below `base` a job's code
     writes: each is opened in the one above it without following a link (a folder replaced by a
     link to elsewhere is refused, OSError), so that what is opened in it is inside `base`."""
+    parts = relative.split("/") if relative else []
+    if "\x00" in relative or any(part in ("", ".", "..") for part in parts):
+        raise UnsafePathError(f"folder {relative!r} refused: not a plain relative path")
     folder = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for part in relative_name(relative, "folder").split("/"):
+        for part in parts:  # names as they are: never normalised or decoded
             inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | _UNTRUSTED, dir_fd=folder)
             os.close(folder)
             folder = inner
@@ -172,15 +214,19 @@ def open_untrusted_folder(base: str | os.PathLike, relative: str) -> int:
     return folder
 
 
-def open_untrusted(name: str, folder: int, flags: int = os.O_RDONLY) -> int:
+def open_untrusted(name: str, folder: int, flags: int = os.O_RDONLY, *,
+                   one_name: bool = True) -> int:
     """A descriptor of the file `name` in the folder descriptor `folder` (a job's code writes
     both): never through a link, never blocking (a FIFO), and OSError unless it is a regular
-    file with no other name (a hard link would name a file of somewhere else)."""
+    file, with no other name where `one_name` (a hard link would name a file of somewhere
+    else)."""
     fd = os.open(name, flags | _UNTRUSTED, dir_fd=folder)
     found = os.fstat(fd)
-    if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+    if not stat.S_ISREG(found.st_mode) or (one_name and found.st_nlink != 1):
         os.close(fd)
-        raise OSError(errno.EPERM, f"{name} refused: not a regular file of one name")
+        what = "a regular file of one name" if one_name else "a regular file (a named pipe, " \
+            "socket or device)"
+        raise OSError(errno.EPERM, f"{name} refused: not {what}")
     return fd
 
 

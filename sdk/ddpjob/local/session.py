@@ -16,9 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ddpjob_runtime.shared import fsutil
-from ddpjob_runtime.shared.errors import UnsafePathError
-from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET, local_bucket_path
 
 from ddpjob import backends
 from ddpjob.base_session import BaseSession, Stage
@@ -293,10 +291,7 @@ class LocalSession(BaseSession):
         super().check_location(uri, argument)
         if uri != f"s3://{LOCAL_BUCKET}" and not uri.startswith(f"s3://{LOCAL_BUCKET}/"):
             return uri
-        key = uri[len(f"s3://{LOCAL_BUCKET}"):].strip("/")
+        key = uri[len(f"s3://{LOCAL_BUCKET}/"):]
         if not key:
             return self._bucket_root(LOCAL_BUCKET)
-        try:
-            return fsutil.contained(self._client.bucket_root, key, what=argument).as_uri()
-        except UnsafePathError as error:
-            raise UserInputError(str(error)) from None
+        return local_bucket_path(self._client.bucket_root, key, argument).as_uri()

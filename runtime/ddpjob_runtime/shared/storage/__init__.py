@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
-from ddpjob_runtime.shared import fsutil
+from ddpjob_runtime.shared import fsutil, safefiles
 from ddpjob_runtime.shared.errors import ObjectNotFoundError, StorageError, UnsafePathError
 from ddpjob_runtime.shared.storage import s3
 from ddpjob_runtime.shared.storage.s3 import client
@@ -75,19 +75,23 @@ def _target(folder: Path, key: str, uri: str) -> Path:
         raise StorageError(f"download of {uri} failed: {error}") from None
 
 
-def _local_files(folder: Path) -> list[tuple[str, Path]]:
-    """`(relative posix key, path)` of every file under `folder`, sorted; temp files skipped."""
-    found = []
-    for root, dirs, files in os.walk(folder, followlinks=True):
-        dirs.sort()
-        for name in sorted(files):
-            if not fsutil.is_temporary(name):
-                path = Path(root, name)
-                if not path.is_file():  # reading a named pipe would block for ever
-                    raise StorageError(f"{path}: not a regular file (a named pipe, socket, "
-                                       f"device or broken link) cannot be copied; remove it")
-                found.append((path.relative_to(folder).as_posix(), path))
-    return found
+def _local_files(folder: Path, *, strict: bool = False) -> dict[str, safefiles.Found]:
+    """Every file under `folder` by relative posix key, sorted; temp files still being written
+    skipped (a user's file of that shape is kept: `fsutil.being_written`). A link out
+    of the folder, a linked folder, a named pipe, socket or device (`safefiles.scan`) is left
+    out with a warning: a store's folder is read, never followed elsewhere nor waited on;
+    `strict` (a folder of the caller's own to upload) refuses it instead (StorageError)."""
+    found = safefiles.scan(folder, skip=lambda rel: fsutil.being_written(folder / rel))
+    for rel, why in found.refused.items():
+        if strict:
+            raise StorageError(f"{folder / rel}: {why}, so it cannot be copied; remove it")
+        log.warning("leaving %s out of %s: %s", rel, folder, why)
+    return found.files
+
+
+def _open_local(path: Path) -> IO[bytes]:
+    """The regular file `path` for reading; never a link out of its folder nor a pipe."""
+    return safefiles.open_file(path.parent, path.name)
 
 
 def list_objects(uri: str) -> list[ObjectInfo]:
@@ -100,8 +104,8 @@ def list_objects(uri: str) -> list[ObjectInfo]:
         if not location.path.is_dir():
             return []
         with _local_errors(uri, "listing of"):
-            return [ObjectInfo(key, path.stat().st_size)
-                    for key, path in _local_files(location.path)]
+            return [ObjectInfo(key, found.size)
+                    for key, found in _local_files(location.path).items()]
     prefix = location.key
     with s3.errors(uri, "listing of"):
         pages = client().get_paginator("list_objects_v2").paginate(
@@ -120,26 +124,30 @@ def _upload_args(extra_args: Mapping[str, Any] | None, sha256: str | None) -> di
     return merged or None
 
 
-def upload_file(path: str | os.PathLike, uri: str, *, sha256: str | None = None,
+def upload_file(path: str | os.PathLike | IO[bytes], uri: str, *, sha256: str | None = None,
                 progress: bool = False, extra_args: Mapping[str, Any] | None = None) -> str:
     """Upload one local file to `uri` (into it, keeping the name, when `uri` ends with '/').
 
-    `sha256`, when given, is recorded as the object's metadata; `extra_args` are boto3's
-    ExtraArgs of an S3 upload (e.g. ServerSideEncryption). Returns the object's URI.
+    `path` may be a binary file already open (read from its start; `uri` then names the
+    object). `sha256`, when given, is recorded as the object's metadata; `extra_args` are
+    boto3's ExtraArgs of an S3 upload (e.g. ServerSideEncryption). Returns the object's URI.
     """
-    source = Path(path)
-    if uri.endswith("/"):
-        uri = join(uri, source.name)
+    opened = not isinstance(path, (str, os.PathLike))
+    if uri.endswith("/") and not opened:
+        uri = join(uri, Path(path).name)
     target = parse(uri)
-    if not source.is_file():
-        raise ObjectNotFoundError(f"upload to {uri} failed: {source} is not a file")
+    if not opened and not Path(path).is_file():
+        raise ObjectNotFoundError(f"upload to {uri} failed: {path} is not a file")
+    size = os.fstat(path.fileno()).st_size if opened else Path(path).stat().st_size
+    if opened:
+        path.seek(0)
     if not target.is_s3:
         with _local_errors(uri, "upload to"):
-            fsutil.copy_file(source, target.path)
+            fsutil.copy_file(path, target.path)
         return uri
-    upload = ("upload", (str(source), target.bucket, target.key),
+    upload = ("upload", (path if opened else os.fspath(path), target.bucket, target.key),
               {"extra_args": _upload_args(extra_args, sha256)})
-    s3.run_transfers(uri, "upload to", [upload], source.stat().st_size if progress else None)
+    s3.run_transfers(uri, "upload to", [upload], size if progress else None)
     return uri
 
 
@@ -154,22 +162,23 @@ def upload_dir(local_dir: str | os.PathLike, uri: str, *, skip_unchanged: bool =
     if not folder.is_dir():
         raise StorageError(f"upload to {uri} failed: {folder} is not a folder")
     target = parse(as_folder(uri))
-    files = _local_files(folder)
+    files = _local_files(folder, strict=True)
     if not target.is_s3:
         with _local_errors(uri, "upload to"):
-            for key, path in files:
-                fsutil.copy_file(path, target.path / key)
+            for key in files:
+                with safefiles.open_file(folder, key) as handle:
+                    fsutil.copy_file(handle, target.path / key)
         return len(files)
     existing = {info.key: info.size for info in list_objects(uri)} if skip_unchanged else {}
     jobs, total = [], 0
-    for key, path in files:
+    for key, found in files.items():
+        path = folder / key
         digest = sha256_file(path) if skip_unchanged else None
-        size = path.stat().st_size
-        if existing.get(key) == size and content_sha256(join(uri, key)) == digest:
+        if existing.get(key) == found.size and content_sha256(join(uri, key)) == digest:
             continue
         jobs.append(("upload", (str(path), target.bucket, target.key + key),
                      {"extra_args": _upload_args(extra_args, digest)}))
-        total += size
+        total += found.size
     s3.run_transfers(uri, "upload to", jobs, total if progress else None)
     log.info("uploaded %d file(s) to %s (%d unchanged)", len(jobs), uri, len(files) - len(jobs))
     return len(jobs)
@@ -181,10 +190,8 @@ def download_file(uri: str, path: str | os.PathLike, *, progress: bool = False) 
     if target.is_dir():
         target = target / Path(source.key or str(source.path)).name
     if not source.is_s3:
-        with _local_errors(uri, "download of"):
-            if not source.path.is_file():
-                raise FileNotFoundError(2, "no such file", str(source.path))
-            fsutil.copy_file(source.path, target)
+        with _local_errors(uri, "download of"), _open_local(source.path) as handle:
+            fsutil.copy_file(handle, target)
         return target
     if not source.key or source.key.endswith("/"):
         raise StorageError(f"download of {uri} failed: the URI names a folder, not an object")
@@ -247,7 +254,8 @@ def download_objects(folder: str, pairs: Sequence[tuple[ObjectInfo, Path]], *,
     if not source.is_s3:
         with _local_errors(folder, "download of"):
             for info, target in pairs:
-                fsutil.copy_file(source.path / info.key, target)
+                with safefiles.open_file(source.path, info.key) as handle:
+                    fsutil.copy_file(handle, target)
         return
     for _, target in pairs:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -286,8 +294,8 @@ def read_bytes(uri: str) -> bytes:
     """The whole content of a small object (a manifest, a config file)."""
     location = parse(uri)
     if not location.is_s3:
-        with _local_errors(uri, "read of"):
-            return location.path.read_bytes()
+        with _local_errors(uri, "read of"), _open_local(location.path) as handle:
+            return handle.read()
     with s3.errors(uri, "read of"):
         return client().get_object(Bucket=location.bucket, Key=location.key)["Body"].read()
 
@@ -305,7 +313,11 @@ def content_sha256(uri: str) -> str | None:
     """The sha256 of the object `uri` (recorded at upload for S3), None when unknown or absent."""
     location = parse(uri)
     if not location.is_s3:
-        return sha256_file(location.path) if location.path.is_file() else None
+        try:
+            with _open_local(location.path) as handle:
+                return sha256_file(handle)
+        except OSError:
+            return None
     with s3.errors(uri, "lookup of"):
         found = s3.head(location.bucket, location.key)
     return (found or {}).get("Metadata", {}).get(s3.SHA256_METADATA)

@@ -6,11 +6,12 @@ boto3, botocore, s3transfer and tqdm are imported on first use only.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared import contract
 from ddpjob_runtime.shared.errors import ObjectNotFoundError, StorageError
@@ -153,6 +154,32 @@ def bucket_exists(bucket: str) -> bool:
             return False
         raise
     return True
+
+
+def expected_etag(source: IO[bytes]) -> str:
+    """The ETag S3 gives an upload of `source` by `run_transfers` (its bytes from the start):
+    the MD5 of the bytes, or above the multipart threshold the MD5 of each part's MD5 and the
+    number of parts, with the part size s3transfer picks."""
+    from s3transfer.utils import ChunksizeAdjuster
+
+    config = transfer_config()
+    size = os.fstat(source.fileno()).st_size
+    source.seek(0)
+    if size < config.multipart_threshold:
+        return f'"{_md5(source, size).hexdigest()}"'
+    part = ChunksizeAdjuster().adjust_chunksize(config.multipart_chunksize, size)
+    count = -(-size // part)
+    digests = b"".join(_md5(source, part).digest() for _ in range(count))
+    return f'"{hashlib.md5(digests, usedforsecurity=False).hexdigest()}-{count}"'
+
+
+def _md5(source: IO[bytes], length: int) -> Any:
+    """The MD5 of the next `length` bytes of `source` (fewer at its end)."""
+    digest = hashlib.md5(usedforsecurity=False)
+    while length > 0 and (chunk := source.read(min(length, 8 * MB))):
+        digest.update(chunk)
+        length -= len(chunk)
+    return digest
 
 
 @functools.cache

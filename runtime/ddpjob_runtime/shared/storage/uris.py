@@ -3,6 +3,11 @@
 One bucket is a folder: in the processes of the local backend (its supervisor and hosts, which
 it hands `$DDPJOB_LOCAL_BUCKET`), `s3://sagemaker-local/<key>` is the file `<that folder>/<key>`:
 the `LocalSession`'s default bucket, which the official SDK's session names in its requests.
+
+Keys and file names are opaque: an S3 key is kept as it is (`a//b` is not `a/b`), and a name
+joined below a `file://` URI is percent-encoded by `join`, so that `parse` gives back exactly
+that name (`a%2Fb.txt` stays one file of that name). Only the folder part of a `file://` URI
+a user writes is decoded, as `Path.as_uri()` encodes it.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote_from_bytes, unquote_to_bytes
 
 from ddpjob_runtime.shared.errors import InvalidURIError, UnsafePathError
 from ddpjob_runtime.shared.fsutil import contained
@@ -78,14 +83,19 @@ def parse(uri: object, argument: str = "uri") -> Location:
                 f"use s3://<bucket>/<key>")
         root = os.environ.get(LOCAL_BUCKET_ENV) if bucket == LOCAL_BUCKET else None
         if root:
-            return Location(uri=uri, scheme="file", path=_in_local_bucket(root, key, argument))
+            return Location(uri=uri, scheme="file", path=local_bucket_path(root, key, argument))
         return Location(uri=uri, scheme="s3", bucket=bucket, key=key)
     if uri.startswith("file://"):
-        parsed = urlparse(uri)
-        if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
+        host, slash, path = uri[len("file://"):].partition("/")
+        if host not in ("", "localhost") or not slash:
             raise InvalidURIError(
                 f"{argument} {uri!r}: a file URI needs an absolute path, e.g. file:///data/train")
-        return Location(uri=uri, scheme="file", path=Path(unquote(parsed.path)))
+        # Every byte as written ('?', '#' and newlines are parts of a file name here), then
+        # decoded as `Path.as_uri()` and `join` encode: any bytes, not only UTF-8.
+        decoded = os.fsdecode(unquote_to_bytes("/" + path))
+        if "\x00" in decoded:
+            raise InvalidURIError(f"{argument} {uri!r}: a file path cannot hold a NUL byte")
+        return Location(uri=uri, scheme="file", path=Path(decoded))
     scheme = _SCHEME.match(uri)
     if scheme and (scheme.group(1).lower() in ("s3", "file") or "://" in uri):
         raise InvalidURIError(
@@ -95,12 +105,24 @@ def parse(uri: object, argument: str = "uri") -> Location:
     return Location(uri=path.as_uri(), scheme="file", path=path)
 
 
-def _in_local_bucket(root: str, key: str, argument: str) -> Path:
-    """The path of `key` in the local bucket's folder `root` (the folder itself for "")."""
-    if not key.strip("/"):
+def local_bucket_path(root: str | os.PathLike, key: str, argument: str) -> Path:
+    """The path of `key` in the local bucket's folder `root` (the folder itself for "").
+
+    A folder holds a key as a path only where no other key shares it: InvalidURIError naming
+    `argument` for a key with an empty, '.' or '..' segment (`ds//train.csv` is not
+    `ds/train.csv`, which a folder would read instead) or a backslash. One trailing slash
+    marks a folder.
+    """
+    name = key[:-1] if key.endswith("/") else key
+    if not name:
         return Path(root)
+    if any(part in ("", ".", "..") for part in name.split("/")) or "\\" in name:
+        raise InvalidURIError(
+            f"{argument} s3://{LOCAL_BUCKET}/{key}: the local bucket is a folder, which cannot "
+            f"keep this key apart from others; use a key without an empty, '.' or '..' segment "
+            f"or a backslash")
     try:
-        return contained(root, key.rstrip("/"), what="key")
+        return contained(root, name, what="key")
     except UnsafePathError as error:
         raise InvalidURIError(f"{argument} s3://{LOCAL_BUCKET}/{key}: {error}") from None
 
@@ -114,8 +136,16 @@ def is_s3(uri: object) -> bool:
 
 
 def join(uri: str, *parts: str) -> str:
-    """`uri` and `parts` joined with single slashes (`s3://b/out/` + `job` -> `s3://b/out/job`)."""
-    return "/".join([uri.rstrip("/"), *(part.strip("/") for part in parts)])
+    """The URI of the object named `parts` (slash-joined) below the folder `uri`
+    (`s3://b/out/` + `job` -> `s3://b/out/job`).
+
+    A part is a name, kept whole: an S3 key's own slashes stay (`x` + `/y` is the key `x//y`),
+    and below a `file://` URI each name is percent-encoded, so that `parse` reads back that
+    very name (`a%2Fb.txt` is no `a/b.txt`, a newline stays in its name).
+    """
+    if uri.startswith("file://"):
+        parts = tuple(quote_from_bytes(os.fsencode(part), safe="/") for part in parts)
+    return "/".join([uri.rstrip("/"), *parts])
 
 
 def as_folder(uri: str) -> str:

@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ddpjob_runtime.platform import results
 from ddpjob_runtime.shared import contract, failure, phases
 
 from ddpjob.local.base import failure_cause
@@ -170,15 +171,12 @@ class PlatformHost:
         return code
 
     def _finish(self, code: int) -> int:
-        try:
-            self.sync.finish()
-            self.tensorboard.finish()
-            platform_duties.upload_results(self.job, self.host, self.root)
-        except Exception as exc:  # noqa: BLE001 - a failed upload fails the host
-            log.error("uploading the results failed: %s", exc)
-            if code == 0:
-                failure.write_failure(self.root / "output", f"{self.host}: upload: {exc}")
-                return 1
+        failed = results.each_tried((  # each tried whatever failed before it
+            self.sync.finish, self.tensorboard.finish,
+            lambda: platform_duties.upload_results(self.job, self.host, self.root)))
+        if failed is not None and code == 0:
+            failure.write_failure(self.root / "output", f"{self.host}: upload: {failed}")
+            return 1
         return code
 
 
