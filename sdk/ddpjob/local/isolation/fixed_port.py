@@ -22,31 +22,41 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpjob_runtime.shared import contract
+
+from ddpjob.local.control.jobstore import checked_private_dir
+
 # The rendezvous port of SageMaker's PyTorch toolkit (sagemaker_training.torch_distributed) and
 # of ModelTrainer's drivers (SM_MASTER_PORT).
 FIXED_PORT = 7777
-LOCK_DIR = Path("~/.cache/ddpjob").expanduser()  # the user's own: jobs of every home share it
 POLL_S = 0.5
+
+
+def lock_dir() -> Path:
+    """`$HOME/.cache/ddpjob`, the user's own (jobs of every ddpjob home share it), checked as
+    the home is: where HOME is a shared folder (HOME=/tmp) another user must not own it, nor
+    a folder or link on its way (`jobstore.checked_private_dir`)."""
+    return checked_private_dir(Path.home() / ".cache" / "ddpjob", "the fixed port's lock folder")
 
 
 class PortLock:
     """This user's lock of `port`: `try_take` it for `job`, `release` it."""
 
-    def __init__(self, job: str, port: int = FIXED_PORT, folder: Path = LOCK_DIR) -> None:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    def __init__(self, job: str, port: int = FIXED_PORT, folder: Path | None = None) -> None:
         self.port, self.job = port, job
-        self.path = folder / f"port-{port}.lock"
+        self.path = (folder or lock_dir()) / f"port-{port}.lock"
         self._fd: int | None = None
 
     def try_take(self) -> str | None:
-        """None once this job holds the lock, else the name of the job that holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """None once this job holds the lock, else the name of the job that holds it (or
+        "another job": the file is the user's, but any of its processes may write it)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "another job"
+            holder = os.pread(fd, contract.MAX_JOB_NAME + 1, 0).decode(errors="replace").strip()
             os.close(fd)
-            return holder
+            return holder if contract.JOB_NAME_PATTERN.fullmatch(holder) else "another job"
         os.ftruncate(fd, 0)
         os.pwrite(fd, self.job.encode(), 0)
         self._fd = fd
