@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ddpjob_runtime.shared import proctitle
-from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
+from ddpjob.local.aws import bucket_store
 from ddpjob.local.control import instance_choice, responses, validation
 from ddpjob.local.control.jobstate import JobState
 from ddpjob.local.control.jobstore import JobExists, JobStore
@@ -201,7 +202,7 @@ class LocalControlPlane:
 
     @property
     def bucket_root(self) -> Path:
-        return self.store.home / "buckets" / LOCAL_BUCKET
+        return bucket_store.bucket_folder(self.store.home)
 
     def _known(self, name: str, operation: str) -> str:
         validation.check_job_name(operation, name)  # before the name becomes a path

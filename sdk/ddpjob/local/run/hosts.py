@@ -20,6 +20,7 @@ from typing import Any
 
 from ddpjob_runtime.shared import contract, processes
 
+from ddpjob.local.aws import bucket_store
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import capabilities, gpus, hostroot, sandbox
 from ddpjob.local.run import failure_cause, proctree, staging, templates
@@ -135,8 +136,10 @@ class Hosts:
         a read-only mount at `input/data/<channel>` (`staged` names them), the host's warm-pool
         cache (`pool_cache`) a writable one at `sagemaker/warmpoolcache`, `/etc/hosts` the job's
         `hosts_file`, the job folders and the object cache read-only but for this job's
-        `hosts/`, the warm pools' folder empty (no pool's cache, record or log by its path),
-        the capabilities `give_up` out of its bounding set."""
+        `hosts/`, the local bucket's side read-only but for its folder (the escaped objects and
+        multipart uploads beside it are the S3 face's alone), the warm pools' folder empty (no
+        pool's cache, record or log by its path), the capabilities `give_up` out of its
+        bounding set."""
         views = {}
         for name, spec in ((staged or {}).get("channels") or {}).items():
             target = root / contract.DATA_DIR / name
@@ -144,11 +147,14 @@ class Hosts:
             views[target] = Path(spec["staged"])
         home = self.job_dir.parent.parent
         cache = staging.cache_of(home).root
-        cache.mkdir(mode=0o700, exist_ok=True)  # a cache made later is read-only here too
+        bucket = bucket_store.bucket_folder(home)
+        for folder in (cache, bucket.parent, bucket):  # one made later is read-only here too
+            folder.mkdir(mode=0o700, exist_ok=True)
         pools_folder = pools.pools_dir(home)
         pools_folder.mkdir(mode=0o700, exist_ok=True)  # a pool made later is hidden too
-        return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
-                            writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
+        return sandbox.wrap(command, root=root,
+                            read_only=[self.job_dir.parent, cache, bucket.parent],
+                            writable=[self.job_dir / "hosts", bucket], hosts_file=hosts_file,
                             views=views, writable_views={root / poolcache.IN_ROOT: pool_cache}
                             if pool_cache is not None else None, hidden=[pools_folder],
                             give_up=give_up)
