@@ -94,6 +94,7 @@ class Hosts:
 
     def _env(self, root: Path, gpu_ids: list[str], cache: Path | None) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(hostroot.home_environment(root))  # its own home; the request may name one
         env.update(self.request.get("Environment") or {})
         env.pop(contract.ENV_ROOT, None)  # in its own namespace the root is /opt/ml itself
         env.pop(poolcache.ENV, None)  # only a job on a warm pool has a cache
@@ -273,8 +274,9 @@ class Hosts:
         if self.rendezvous is not None:  # its store is gone; a restart reserves a fresh port
             self.rendezvous.close()
             self.rendezvous = None
-        for host in self.names:  # what a killed host could not remove itself
-            shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
+        for host in self.names:  # what a killed host could not remove itself; its home
+            for leftover in ("tmp", hostroot.HOME_DIR):  # goes as a container's does
+                shutil.rmtree(self.job_dir / "hosts" / host / leftover, ignore_errors=True)
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool
 
     def forget(self) -> None:

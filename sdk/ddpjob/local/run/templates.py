@@ -33,6 +33,8 @@ from pathlib import Path
 
 from ddpjob_runtime.shared import contract, forkrun, processes
 
+from ddpjob.local.isolation import hostroot
+
 log = logging.getLogger("ddpjob.local.run.supervisor")
 
 SWITCH_ENV = "DDPJOB_PRELOAD"
@@ -49,9 +51,11 @@ def hash_seed(request: dict) -> str | None:
 
 
 def environment(seed: str | None) -> dict[str, str]:
-    """This process's environment with the job's `PYTHONHASHSEED` where it sets one: what a
-    template (or a pool's keeper, which starts one) is started with."""
-    return {**os.environ, **({HASH_SEED_ENV: seed} if seed is not None else {})}
+    """This process's environment with the job's `PYTHONHASHSEED` where it sets one and the
+    user base the hosts get (`hostroot.user_python`): what a template (or a pool's keeper,
+    which starts one) is started with."""
+    return {**os.environ, **hostroot.user_python(),
+            **({HASH_SEED_ENV: seed} if seed is not None else {})}
 
 
 def enabled() -> bool:
