@@ -20,6 +20,9 @@ import pytest
 from ddpjob.errors import UserInputError
 from ddpjob.local.isolation import fixed_port
 from ddpjob.local.isolation.fixed_port import PortLock, wait_for
+from ddpjob.local.session import LocalSession
+
+from tests.local.conftest import training_request
 
 
 class FakeClock:
@@ -105,7 +108,7 @@ def _as_nobody(code: str) -> None:
 
 
 def test_a_lock_folder_another_user_prepared_in_a_shared_home_is_refused(
-        shared_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        shared_home: Path, session: LocalSession, monkeypatch: pytest.MonkeyPatch) -> None:
     """With HOME=/tmp, `nobody` makes `$HOME/.cache/ddpjob` first, its lock file a link to a
     file of ours (which the supervisor would overwrite) or a file they hold the lock of (our
     jobs would wait, showing what they wrote): the folder is refused as a home would be."""
@@ -116,11 +119,18 @@ def test_a_lock_folder_another_user_prepared_in_a_shared_home_is_refused(
                f"os.makedirs(folder, mode=0o777)\n"
                f"os.symlink({str(victim)!r}, folder + '/port-7777.lock')\n")
     monkeypatch.setenv("HOME", str(shared_home))
-    with pytest.raises(UserInputError, match=r"the fixed port's lock folder .*/\.cache/ddpjob: "
-                                             r"reached through the folder .*/\.cache, which "
-                                             r"another user owns \(uid 65534\)"):
+    refusal = (r"the fixed port's lock folder .*/\.cache/ddpjob: reached through the folder "
+               r".*/\.cache, which another user owns \(uid 65534\)")
+    with pytest.raises(UserInputError, match=refusal):
         PortLock("job-a").try_take()
     assert victim.read_text() == "precious"
+    # a job on the port is refused as it is created, before anything of it is written
+    request = training_request(session, "on-the-port", "file:///tmp/sourcedir.tar.gz",
+                               "train.py", hosts=2)
+    request["AlgorithmSpecification"]["ContainerEntrypoint"] = ["/bin/true"]
+    with pytest.raises(UserInputError, match=refusal):
+        session.sagemaker_client.create_training_job(**request)
+    assert session.list() == [] and victim.read_text() == "precious"
 
 
 def test_a_lock_folder_of_ones_own_in_a_shared_home_is_private(

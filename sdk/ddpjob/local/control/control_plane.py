@@ -31,7 +31,7 @@ from ddpjob.local.control import instance_choice, responses, validation
 from ddpjob.local.control.jobstate import JobState
 from ddpjob.local.control.jobstore import JobExists, JobStore
 from ddpjob.local.hostkinds import container_host, hostkind
-from ddpjob.local.isolation import gpus, hostroot
+from ddpjob.local.isolation import fixed_port, gpus, hostroot
 from ddpjob.local.run import interruptions, proctree
 from ddpjob.local.warmpools import pools
 from ddpjob.local.watch import metrics
@@ -69,7 +69,8 @@ class LocalControlPlane:
 
     def checked_request(self, kwargs: dict[str, Any], machine: bool = True) -> dict[str, Any]:
         """The request as this client would create it, or the error it would answer (pure).
-        `machine=False` (a dry run) leaves out what this machine must have (GPUs)."""
+        `machine=False` (a dry run) leaves out what this machine must have (GPUs, a usable
+        lock folder for the fixed port)."""
         validation.check_shape("CreateTrainingJob", kwargs)
         request = copy.deepcopy(kwargs)
         if request["OutputDataConfig"]["S3OutputPath"] == "":
@@ -88,6 +89,8 @@ class LocalControlPlane:
         chosen = instance_choice.choose(
             request, check, lambda text: validation.client_error("CreateTrainingJob", text))
         interruptions.check_request(self.planned, chosen, hostroot.host_names(chosen))
+        if machine and hostkind.of(chosen).on_fixed_port(len(hostroot.host_names(chosen))):
+            fixed_port.check_lock_dir()  # refused now, not by the job's supervisor
         return chosen
 
     def reserve(self, name: str) -> None:

@@ -59,6 +59,14 @@ def checked_private_dir(path: Path, what: str) -> Path:
     return private_dir(path, what)
 
 
+def check_dir(path: Path, what: str = "home") -> None:
+    """What `checked_private_dir` checks, without writing anything: a folder is refused before
+    the first thing is written into it."""
+    check_path_to(path, what)
+    if path.exists():
+        check_own_dir(path, what)
+
+
 def check_own_dir(path: Path, what: str = "home") -> None:
     """UserInputError unless the existing `path` is a folder of this user that not every user
     may write into (e.g. `/tmp`, mode 1777, where others could plant jobs or cache entries);

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ddpjob_runtime.shared import contract
 
-from ddpjob.local.control.jobstore import checked_private_dir
+from ddpjob.local.control.jobstore import check_dir, checked_private_dir
 
 # The rendezvous port of SageMaker's PyTorch toolkit (sagemaker_training.torch_distributed) and
 # of ModelTrainer's drivers (SM_MASTER_PORT).
@@ -32,11 +32,24 @@ FIXED_PORT = 7777
 POLL_S = 0.5
 
 
+LOCK_DIR_WHAT = "the fixed port's lock folder"
+
+
 def lock_dir() -> Path:
     """`$HOME/.cache/ddpjob`, the user's own (jobs of every ddpjob home share it), checked as
     the home is: where HOME is a shared folder (HOME=/tmp) another user must not own it, nor
     a folder or link on its way (`jobstore.checked_private_dir`)."""
-    return checked_private_dir(Path.home() / ".cache" / "ddpjob", "the fixed port's lock folder")
+    return checked_private_dir(_lock_path(), LOCK_DIR_WHAT)
+
+
+def check_lock_dir() -> None:
+    """UserInputError when `lock_dir` would refuse the folder; nothing is written (a job on the
+    port is refused when it is created, not failed later by its supervisor)."""
+    check_dir(_lock_path(), LOCK_DIR_WHAT)
+
+
+def _lock_path() -> Path:
+    return Path.home() / ".cache" / "ddpjob"
 
 
 class PortLock:
