@@ -8,7 +8,8 @@ holder, however it ends) while its hosts run; a job that finds the lock held sta
 its status naming the job ahead of it, until the lock is free, it is stopped, or
 `StoppingCondition.MaxPendingTimeInSeconds` passed (then it is stopped, as SageMaker stops a job
 pending that long). A port held by anything else than such a job fails the first host at once,
-naming the process (`holder`).
+naming the process (`holder`). The lock's folder under `$HOME/.cache` gets the home's checks
+(`lock_dir`), and what its file says is shown only when it is a job's name.
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ from ddpjob.local.control.jobstore import check_dir, checked_private_dir
 # of ModelTrainer's drivers (SM_MASTER_PORT).
 FIXED_PORT = 7777
 POLL_S = 0.5
-
-
 LOCK_DIR_WHAT = "the fixed port's lock folder"
 
 
