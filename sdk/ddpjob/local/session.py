@@ -25,7 +25,7 @@ from ddpjob.extras import require_torch
 from ddpjob.job_status import JobDescription, MetricRow
 from ddpjob.local.aws.boto3_client import LocalSageMakerClient
 from ddpjob.local.base import interruptions as planned
-from ddpjob.local.base.jobstore import check_own_dir, check_path_to
+from ddpjob.local.base.jobstore import check_dir
 from ddpjob.local.control import refusals
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.hostkinds import hostkind
@@ -74,9 +74,7 @@ class LocalSession(BaseSession):
                  interruptions: Sequence[Interruption] | None = None):
         self.interruptions = planned.checked(interruptions)
         self.home = Path(home).expanduser().absolute() if home else default_home().absolute()
-        check_path_to(self.home)  # refused before anything is written into it
-        if self.home.exists():
-            check_own_dir(self.home)
+        check_dir(self.home)  # refused before anything is written into it
         self._client = LocalControlPlane(self.home, planned=self.interruptions)
 
     @classmethod

@@ -24,11 +24,10 @@ from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET
 from ddpjob.local.aws import bucket_listing
 from ddpjob.local.aws.bucket_listing import OWNER, Answer, error, etag, modified
 from ddpjob.local.aws.bucket_multipart import Uploads
-from ddpjob.local.aws.bucket_store import ObjectStore, Stored
+from ddpjob.local.aws.bucket_store import MAX_KEY_BYTES, ObjectStore, Stored
 
 __all__ = ["Answer", "LocalBucket", "error"]
 log = logging.getLogger(__name__)
-MAX_KEY_BYTES = 1024  # S3's longest key, in bytes of UTF-8
 _CHUNK = 8 * 1024 * 1024
 _RANGE = re.compile(r"bytes=([0-9]*)-([0-9]*)")  # ASCII digits only, as HTTP
 _KEYED = {"PutObject", "GetObject", "HeadObject", "DeleteObject", "CreateMultipartUpload",

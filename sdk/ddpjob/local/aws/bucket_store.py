@@ -16,14 +16,23 @@ it; `a` and `a/b` cannot both be files). So a key is stored one of two ways:
 
 Keys are never normalised, so no two keys share a file, and no write replaces another key's
 bytes. Every write is atomic (a temp file renamed into place) and private (0600). A link in the
-folder that resolves outside it is no object (neither listed nor read).
+folder that resolves outside it is no object (neither listed nor read), nor is anything there
+but a regular file (a FIFO is never opened to wait on).
+
+Jobs write the folder, and a job's host without a namespace of its own could write beside it
+too (hosts in their own see `<home>/buckets` read-only but for the folder: `run.hosts`). So an
+escaped file is read only as this store writes it: opened without following a link and without
+blocking, a regular file of one name (no hard link to a file elsewhere), a header of at most
+`MAX_KEY_BYTES` naming the key whose hash is the file's name; anything else there is no object.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +41,7 @@ from typing import IO
 from ddpjob_runtime.shared import fsutil
 
 PRIVATE = 0o600
+MAX_KEY_BYTES = 1024  # S3's longest key, in bytes of UTF-8
 NAME_MAX = 255  # bytes in one file name (Linux, macOS)
 _PATH_MAX = 4000  # bytes in a whole path, with a margin below Linux's 4096
 _LENGTH = 2  # bytes of the escaped file's key length
@@ -50,11 +60,57 @@ class Stored:
     def size(self) -> int:
         return self.stat.st_size - self.offset
 
+    @property
+    def escaped(self) -> bool:
+        """Whether the bytes follow a header naming the key (an escaped object's file)."""
+        return self.offset > 0
+
     def open(self) -> IO[bytes]:
-        """The object's bytes, as a file positioned at their start."""
-        handle = open(self.path, "rb")  # noqa: SIM115 - handed to the caller
+        """The object's bytes, as a file positioned at their start; OSError when its file is no
+        longer a regular file (never waited on) or an escaped one became a link."""
+        handle = os.fdopen(_open_regular(self.path, follow=not self.escaped), "rb")
         handle.seek(self.offset)
         return handle
+
+
+def _open_regular(path: str, follow: bool) -> int:
+    """A descriptor of the regular file `path`, opened without blocking (a FIFO would wait for
+    a writer) and, unless `follow`, without following a link; OSError for anything else."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
+def _read_escaped(path: str) -> Stored | None:
+    """The object of the escaped file `path`, or None for what this store did not write (see
+    the module's docstring): nothing is followed, waited on or read past the longest header."""
+    try:
+        fd = _open_regular(path, follow=False)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        header = os.pread(fd, _LENGTH + MAX_KEY_BYTES, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    length = int.from_bytes(header[:_LENGTH], "big")
+    try:
+        key = header[_LENGTH:_LENGTH + length].decode()
+    except UnicodeDecodeError:
+        return None
+    if st.st_nlink != 1 or len(header) < _LENGTH + length or \
+            os.path.basename(path) != _key_hash(key):
+        return None
+    return Stored(key, path, _LENGTH + length, st)
+
+
+def _key_hash(key: str) -> str:
+    """The name of the escaped file of `key`."""
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def _plain_part(part: str) -> bool:
@@ -85,19 +141,22 @@ class ObjectStore:
         return self.root / key
 
     def _escaped_path(self, key: str) -> Path:
-        return self.escaped / hashlib.sha256(key.encode()).hexdigest()
+        return self.escaped / _key_hash(key)
 
     def find(self, key: str) -> Stored | None:
         """The object of `key`, or None."""
         path = self._plain_path(key)
         if path is not None and self._inside(path) and path.is_file():
             return Stored(key, str(path), 0, path.stat())
-        path = self._escaped_path(key)
+        found = _read_escaped(str(self._escaped_path(key))) if self._escaped_folder() else None
+        return found if found is not None and found.key == key else None
+
+    def _escaped_folder(self) -> bool:
+        """Whether the escaped objects' folder is one (a link there is not followed)."""
         try:
-            stat = path.stat()
-        except FileNotFoundError:
-            return None
-        return Stored(key, str(path), _LENGTH + len(key.encode()), stat)
+            return stat.S_ISDIR(os.lstat(self.escaped).st_mode)
+        except OSError:
+            return False
 
     def _inside(self, path: Path) -> bool:
         """Whether `path` resolves inside the folder (a link may point anywhere)."""
@@ -122,18 +181,20 @@ class ObjectStore:
             with fsutil.atomic_open(path, mode=PRIVATE) as out:
                 fill(out)
                 out.flush()  # the size and time the object will have
-                stat = os.fstat(out.fileno())
+                written = os.fstat(out.fileno())
             self._escaped_path(key).unlink(missing_ok=True)  # the key lies in one place
-            return Stored(key, str(path), 0, stat)
+            return Stored(key, str(path), 0, written)
         path = self._escaped_path(key)
         self.escaped.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self._escaped_folder():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder of its own", str(self.escaped))
         name = key.encode()
         with fsutil.atomic_open(path, mode=PRIVATE) as out:
             out.write(len(name).to_bytes(_LENGTH, "big") + name)
             fill(out)
             out.flush()
-            stat = os.fstat(out.fileno())
-        return Stored(key, str(path), _LENGTH + len(name), stat)
+            written = os.fstat(out.fileno())
+        return Stored(key, str(path), _LENGTH + len(name), written)
 
     def delete(self, key: str) -> None:
         """Remove the object `key` (nothing when there is none)."""
@@ -178,24 +239,18 @@ class ObjectStore:
                 elif key.startswith(prefix) and not fsutil.is_temporary(entry.name) and (
                         not entry.is_symlink() or self._inside(Path(entry.path))):
                     try:
-                        yield Stored(key, entry.path, 0, entry.stat())
+                        found = entry.stat()
                     except OSError:  # gone since the scan, or a dangling link
                         continue
+                    if stat.S_ISREG(found.st_mode):  # not a job's FIFO or socket
+                        yield Stored(key, entry.path, 0, found)
 
     def _escaped_objects(self) -> Iterator[Stored]:
-        if not self.escaped.is_dir():
+        if not self._escaped_folder():
             return
         for entry in os.scandir(self.escaped):
-            if fsutil.is_temporary(entry.name):
-                continue
-            try:
-                with open(entry.path, "rb") as handle:
-                    length = int.from_bytes(handle.read(_LENGTH), "big")
-                    key = handle.read(length).decode()
-                    stat = os.fstat(handle.fileno())
-            except (OSError, UnicodeDecodeError):  # gone since the scan
-                continue
-            yield Stored(key, entry.path, _LENGTH + length, stat)
+            if not fsutil.is_temporary(entry.name) and (found := _read_escaped(entry.path)):
+                yield found
 
 
 def _is_utf8(name: str) -> bool:

@@ -43,38 +43,55 @@ class JobExists(Exception):
     """A job of that name is already on disk (or reserved by another submission)."""
 
 
-def private_dir(path: Path) -> Path:
+def private_dir(path: Path, what: str = "home") -> Path:
     """`path`, created readable by this user only (0700) when missing, else checked with
     `check_own_dir`: ddpjob never changes the mode of a folder it did not create."""
     try:
         path.mkdir(mode=0o700, parents=True)
     except FileExistsError:
-        check_own_dir(path)
+        check_own_dir(path, what)
     return path
 
 
-def check_own_dir(path: Path) -> None:
+def checked_private_dir(path: Path, what: str) -> Path:
+    """`path` checked as the home is (`check_path_to`, then `private_dir`): for state this
+    user keeps in a folder of its own outside the home, e.g. under `$HOME/.cache`, which
+    another user could own or redirect where HOME is a shared folder (HOME=/tmp)."""
+    check_path_to(path, what)
+    return private_dir(path, what)
+
+
+def check_dir(path: Path, what: str = "home") -> None:
+    """What `checked_private_dir` checks, without writing anything: a folder is refused before
+    the first thing is written into it."""
+    check_path_to(path, what)
+    if path.exists():
+        check_own_dir(path, what)
+
+
+def check_own_dir(path: Path, what: str = "home") -> None:
     """UserInputError unless the existing `path` is a folder of this user that not every user
-    may write into (e.g. `/tmp`, mode 1777, where others could plant jobs or cache entries)."""
+    may write into (e.g. `/tmp`, mode 1777, where others could plant jobs or cache entries);
+    `what` names the folder in the message."""
     st = path.stat()
     if not stat.S_ISDIR(st.st_mode):
-        raise UserInputError(f"home {path}: not a folder")
+        raise UserInputError(f"{what} {path}: not a folder")
     if st.st_uid != os.geteuid():
-        raise UserInputError(f"home {path}: the folder belongs to another user (uid "
+        raise UserInputError(f"{what} {path}: the folder belongs to another user (uid "
                              f"{st.st_uid}); name a folder of your own")
     if st.st_mode & stat.S_IWOTH:
-        raise UserInputError(f"home {path}: a folder every user may write into (mode "
+        raise UserInputError(f"{what} {path}: a folder every user may write into (mode "
                              f"{stat.S_IMODE(st.st_mode):o}) cannot hold private job state; "
                              f"name a new folder, e.g. {path / 'ddpjob'}, which ddpjob creates "
                              f"readable by you only")
 
 
-def check_path_to(home: Path) -> None:
+def check_path_to(home: Path, what: str = "home") -> None:
     """UserInputError when another user could redirect or replace `home` on its way there: a
     link they own, or a folder they own or that every user may write into without the sticky
     bit (which keeps others from renaming what is not theirs, as in `/tmp`). Links are followed
     as the kernel follows them; the first missing part ends the walk (ddpjob creates the rest,
-    private)."""
+    private). `what` names `home` in the message."""
     me, hops = os.geteuid(), 0
     parts, current = list(Path(home).absolute().parts[1:]), Path("/")
     while parts:
@@ -86,20 +103,20 @@ def check_path_to(home: Path) -> None:
             return
         link = stat.S_ISLNK(st.st_mode)
         if st.st_uid not in (0, me) and (parts or link):  # the home itself: check_own_dir
-            what = "link" if link else "folder"
-            raise UserInputError(f"home {home}: reached through the {what} {step}, which another "
-                                 f"user owns (uid {st.st_uid}); name a folder of your own")
+            kind = "link" if link else "folder"
+            raise UserInputError(f"{what} {home}: reached through the {kind} {step}, which "
+                                 f"another user owns (uid {st.st_uid}); name a folder of your own")
         if link:
             hops += 1
             if hops > 40:
-                raise UserInputError(f"home {home}: too many links on the way")
+                raise UserInputError(f"{what} {home}: too many links on the way")
             target = Path(os.readlink(step))
             parts = [*target.parts[1 if target.is_absolute() else 0:], *parts]
             current = Path("/") if target.is_absolute() else current
             continue
         if parts and st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-            raise UserInputError(f"home {home}: below {step}, a folder every user may write into "
-                                 f"(mode {stat.S_IMODE(st.st_mode):o}, no sticky bit), where "
+            raise UserInputError(f"{what} {home}: below {step}, a folder every user may write "
+                                 f"into (mode {stat.S_IMODE(st.st_mode):o}, no sticky bit), where "
                                  f"another user could replace it; name a folder elsewhere")
         current = step
 

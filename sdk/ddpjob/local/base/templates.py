@@ -26,6 +26,7 @@ import contextlib
 import logging
 import os
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -40,13 +41,26 @@ ZYGOTE_MODULE = "ddpjob_runtime.localkit.zygote"
 STOP_GRACE_S = 5.0
 HASH_SEED_ENV = "PYTHONHASHSEED"
 SOCKET_NAME = "template.sock"
+USER_BASE_ENV = "PYTHONUSERBASE"
 _OFF = ("0", "false", "no", "off")
 
 
+def user_python() -> dict[str, str]:
+    """`PYTHONUSERBASE` as `site` finds it here (where `pip install --user` put packages, maybe
+    ddpjob's own), for interpreters whose HOME is another. A job's template is started with it
+    too: a process it forks sees the packages a fresh one would, and their start-up settings
+    match (`ddpjob_runtime.localkit.spares.startup_environment`)."""
+    return {USER_BASE_ENV: os.environ.get(USER_BASE_ENV) or site.getuserbase()}
+
+
+
+
 def environment(seed: str | None) -> dict[str, str]:
-    """This process's environment with the job's `PYTHONHASHSEED` where it sets one: what a
-    template (or a pool's keeper, which starts one) is started with."""
-    return {**os.environ, **({HASH_SEED_ENV: seed} if seed is not None else {})}
+    """This process's environment with the job's `PYTHONHASHSEED` where it sets one and the
+    user base the hosts get (`user_python`): what a template (or a pool's keeper,
+    which starts one) is started with."""
+    return {**os.environ, **user_python(),
+            **({HASH_SEED_ENV: seed} if seed is not None else {})}
 
 
 def enabled() -> bool:

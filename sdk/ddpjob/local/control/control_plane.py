@@ -23,16 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from ddpjob_runtime.shared import proctitle
-from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET, LOCAL_BUCKET_ENV
+from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
 from ddpjob.local.base import admitted, arns, interruptions, proctree
+from ddpjob.local.base.homelayout import bucket_folder
 from ddpjob.local.base.jobstate import JobState
 from ddpjob.local.base.jobstore import JobExists, JobStore
 from ddpjob.local.control import instance_choice, responses, validation
 from ddpjob.local.control.admission import admit
 from ddpjob.local.hostkinds import container_host, hostkind
-from ddpjob.local.isolation import gpus
+from ddpjob.local.isolation import fixed_port, gpus
 from ddpjob.local.warmpools import pools
 from ddpjob.local.watch import metrics
 
@@ -69,7 +70,8 @@ class LocalControlPlane:
 
     def checked_request(self, kwargs: dict[str, Any], machine: bool = True) -> dict[str, Any]:
         """The request as this client would create it, or the error it would answer (pure).
-        `machine=False` (a dry run) leaves out what this machine must have (GPUs)."""
+        `machine=False` (a dry run) leaves out what this machine must have (GPUs, a usable
+        lock folder for the fixed port)."""
         validation.check_shape("CreateTrainingJob", kwargs)
         request = copy.deepcopy(kwargs)
         if request["OutputDataConfig"]["S3OutputPath"] == "":
@@ -88,6 +90,8 @@ class LocalControlPlane:
         chosen = instance_choice.choose(
             request, check, lambda text: validation.client_error("CreateTrainingJob", text))
         interruptions.check_request(self.planned, chosen, admitted.host_names(chosen))
+        if machine and hostkind.of(chosen).on_fixed_port(len(admitted.host_names(chosen))):
+            fixed_port.check_lock_dir()  # refused now, not by the job's supervisor
         return chosen
 
     def check_machine(self, request: dict[str, Any]) -> None:
@@ -217,7 +221,7 @@ class LocalControlPlane:
 
     @property
     def bucket_root(self) -> Path:
-        return self.store.home / "buckets" / LOCAL_BUCKET
+        return bucket_folder(self.store.home)
 
     def _known(self, name: str, operation: str) -> str:
         validation.check_job_name(operation, name)  # before the name becomes a path

@@ -8,7 +8,8 @@ holder, however it ends) while its hosts run; a job that finds the lock held sta
 its status naming the job ahead of it, until the lock is free, it is stopped, or
 `StoppingCondition.MaxPendingTimeInSeconds` passed (then it is stopped, as SageMaker stops a job
 pending that long). A port held by anything else than such a job fails the first host at once,
-naming the process (`holder`).
+naming the process (`holder`). The lock's folder under `$HOME/.cache` gets the home's checks
+(`lock_dir`), and what its file says is shown only when it is a job's name.
 """
 
 from __future__ import annotations
@@ -22,31 +23,52 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpjob_runtime.shared import contract
+
+from ddpjob.local.base.jobstore import check_dir, checked_private_dir
+
 # The rendezvous port of SageMaker's PyTorch toolkit (sagemaker_training.torch_distributed) and
 # of ModelTrainer's drivers (SM_MASTER_PORT).
 FIXED_PORT = 7777
-LOCK_DIR = Path("~/.cache/ddpjob").expanduser()  # the user's own: jobs of every home share it
 POLL_S = 0.5
+LOCK_DIR_WHAT = "the fixed port's lock folder"
+
+
+def lock_dir() -> Path:
+    """`$HOME/.cache/ddpjob`, the user's own (jobs of every ddpjob home share it), checked as
+    the home is: where HOME is a shared folder (HOME=/tmp) another user must not own it, nor
+    a folder or link on its way (`jobstore.checked_private_dir`)."""
+    return checked_private_dir(_lock_path(), LOCK_DIR_WHAT)
+
+
+def check_lock_dir() -> None:
+    """UserInputError when `lock_dir` would refuse the folder; nothing is written (a job on the
+    port is refused when it is created, not failed later by its supervisor)."""
+    check_dir(_lock_path(), LOCK_DIR_WHAT)
+
+
+def _lock_path() -> Path:
+    return Path.home() / ".cache" / "ddpjob"
 
 
 class PortLock:
     """This user's lock of `port`: `try_take` it for `job`, `release` it."""
 
-    def __init__(self, job: str, port: int = FIXED_PORT, folder: Path = LOCK_DIR) -> None:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    def __init__(self, job: str, port: int = FIXED_PORT, folder: Path | None = None) -> None:
         self.port, self.job = port, job
-        self.path = folder / f"port-{port}.lock"
+        self.path = (folder or lock_dir()) / f"port-{port}.lock"
         self._fd: int | None = None
 
     def try_take(self) -> str | None:
-        """None once this job holds the lock, else the name of the job that holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        """None once this job holds the lock, else the name of the job that holds it (or
+        "another job": the file is the user's, but any of its processes may write it)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(fd, 256, 0).decode(errors="replace").strip() or "another job"
+            holder = os.pread(fd, contract.MAX_JOB_NAME + 1, 0).decode(errors="replace").strip()
             os.close(fd)
-            return holder
+            return holder if contract.JOB_NAME_PATTERN.fullmatch(holder) else "another job"
         os.ftruncate(fd, 0)
         os.pwrite(fd, self.job.encode(), 0)
         self._fd = fd

@@ -1,11 +1,13 @@
 """Render one simulated host's `/opt/ml`-shaped root from an admitted job.
 
 The files are what SageMaker writes into a training container, plus `platform.json`, which
-hands the runtime the platform's duties on this machine (see docs/contract.md).
+hands the runtime the platform's duties on this machine (see docs/contract.md), and the host's
+own home (`home_environment`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,10 +15,13 @@ from typing import Any
 from ddpjob_runtime.shared import contract, fsutil
 from ddpjob_runtime.shared.platform_config import ChannelSource, PlatformConfig
 
+from ddpjob.local.base import templates
 from ddpjob.local.base.admitted import AdmittedJob
 
 LOOPBACK = "127.0.0.1"
 GROUP = "homogeneousCluster"
+HOME_DIR = "home"  # below the host's root: its HOME
+PIP_CONFIG_ENV = "PIP_CONFIG_FILE"
 
 
 def loopback_addresses(hosts: Sequence[str]) -> dict[str, str]:
@@ -41,6 +46,39 @@ def python_dir(job_dir: Path, host: str) -> Path:
 def log_file(job_dir: Path, host: str) -> Path:
     """Where everything host `host` prints goes."""
     return job_dir / "logs" / f"{host}.log"
+
+
+def home_dir(root: Path) -> Path:
+    """The HOME of the host whose root is `root` (`prepare` makes it, private): SageMaker's
+    container has a home of its own (HOME=/root), so what a script or a requirement's build
+    writes into `~` stays with the host, never in the user's home."""
+    return root / HOME_DIR
+
+
+def home_environment(root: Path) -> dict[str, str]:
+    """What gives the processes of the host at `root` its own home (`home_dir`) whatever this
+    process's environment says: HOME, the XDG base folders below it and pip's cache there;
+    the user's own Python packages and pip configuration stay visible
+    (`templates.user_python`, and `PIP_CONFIG_FILE`: an index or a proxy this machine needs
+    is found under the user's home)."""
+    home = home_dir(root)
+    return {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "PIP_CACHE_DIR": str(home / ".cache" / "pip"), **templates.user_python(),
+            **_pip_config()}
+
+
+def _pip_config() -> dict[str, str]:
+    """`PIP_CONFIG_FILE` naming the user's pip configuration, which pip looks for under HOME
+    (none when the environment names one already, or the user has none)."""
+    if PIP_CONFIG_ENV in os.environ:
+        return {}
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    found = [p for p in (config / "pip" / "pip.conf", Path.home() / ".pip" / "pip.conf")
+             if p.is_file()]
+    return {PIP_CONFIG_ENV: str(found[0])} if found else {}
 
 
 def sagemaker_files(job: AdmittedJob, host: str) -> dict[str, Any]:
@@ -93,6 +131,7 @@ def prepare(
     root = job_dir / "hosts" / host
     write_config(root, {**sagemaker_files(job, host),
                         contract.PLATFORM_FILE: platform.merged(staged or {}).to_json()})
+    home_dir(root).mkdir(mode=0o700, exist_ok=True)
     return root
 
 

@@ -22,6 +22,7 @@ from ddpjob_runtime.shared import contract, processes
 
 from ddpjob.local.base import failure_cause, proctree
 from ddpjob.local.base.admitted import AdmittedJob
+from ddpjob.local.base.homelayout import bucket_folder
 from ddpjob.local.base.templates import Template
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import capabilities, gpus, hostroot, sandbox
@@ -95,6 +96,7 @@ class Hosts:
 
     def _env(self, root: Path, gpu_ids: list[str], cache: Path | None) -> dict[str, str]:
         env = dict(os.environ)
+        env.update(hostroot.home_environment(root))  # its own home; the request may name one
         env.update(self.job.environment)
         env.pop(contract.ENV_ROOT, None)  # in its own namespace the root is /opt/ml itself
         env.pop(poolcache.ENV, None)  # only a job on a warm pool has a cache
@@ -137,8 +139,10 @@ class Hosts:
         a read-only mount at `input/data/<channel>` (`staged` names them), the host's warm-pool
         cache (`pool_cache`) a writable one at `sagemaker/warmpoolcache`, `/etc/hosts` the job's
         `hosts_file`, the job folders and the object cache read-only but for this job's
-        `hosts/`, the warm pools' folder empty (no pool's cache, record or log by its path),
-        the capabilities `give_up` out of its bounding set."""
+        `hosts/`, the local bucket's side read-only but for its folder (the escaped objects and
+        multipart uploads beside it are the S3 face's alone), the warm pools' folder empty (no
+        pool's cache, record or log by its path), the capabilities `give_up` out of its
+        bounding set."""
         views = {}
         for name, spec in ((staged or {}).get("channels") or {}).items():
             target = root / contract.DATA_DIR / name
@@ -146,11 +150,14 @@ class Hosts:
             views[target] = Path(spec["staged"])
         home = self.job_dir.parent.parent
         cache = staging.cache_of(home).root
-        cache.mkdir(mode=0o700, exist_ok=True)  # a cache made later is read-only here too
+        bucket = bucket_folder(home)
+        for folder in (cache, bucket.parent, bucket):  # one made later is read-only here too
+            folder.mkdir(mode=0o700, exist_ok=True)
         pools_folder = pools.pools_dir(home)
         pools_folder.mkdir(mode=0o700, exist_ok=True)  # a pool made later is hidden too
-        return sandbox.wrap(command, root=root, read_only=[self.job_dir.parent, cache],
-                            writable=[self.job_dir / "hosts"], hosts_file=hosts_file,
+        return sandbox.wrap(command, root=root,
+                            read_only=[self.job_dir.parent, cache, bucket.parent],
+                            writable=[self.job_dir / "hosts", bucket], hosts_file=hosts_file,
                             views=views, writable_views={root / poolcache.IN_ROOT: pool_cache}
                             if pool_cache is not None else None, hidden=[pools_folder],
                             give_up=give_up)
@@ -269,8 +276,9 @@ class Hosts:
         if self.rendezvous is not None:  # its store is gone; a restart reserves a fresh port
             self.rendezvous.close()
             self.rendezvous = None
-        for host in self.names:  # what a killed host could not remove itself
-            shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
+        for host in self.names:  # what a killed host could not remove itself; its home
+            for leftover in ("tmp", hostroot.HOME_DIR):  # goes as a container's does
+                shutil.rmtree(self.job_dir / "hosts" / host / leftover, ignore_errors=True)
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool
 
     def forget(self) -> None:
