@@ -68,14 +68,21 @@ class LocalControlPlane:
 
     def checked_request(self, kwargs: dict[str, Any], machine: bool = True) -> dict[str, Any]:
         """The request as this client would create it, or the error it would answer (pure).
-        `machine=False` (a dry run) leaves out what this machine must have (GPUs)."""
+        `machine=False` (a dry run) leaves out what this machine must have (GPUs). The instance
+        type chosen from InstancePreferences is not written into it (`create_reserved`
+        chooses again), so checking the answer again gives the same answer."""
         validation.check_shape("CreateTrainingJob", kwargs)
         request = copy.deepcopy(kwargs)
         if request["OutputDataConfig"]["S3OutputPath"] == "":
             # The official SDK's local mode with local_code and no output_path: keep them here.
             output = (self.store.home / "output").absolute().as_uri()
             request["OutputDataConfig"]["S3OutputPath"] = output
+        self._chosen(request, machine)
+        return request
 
+    def _chosen(self, request: dict[str, Any], machine: bool = True) -> dict[str, Any]:
+        """The request as its job runs: with InstancePreferences, a copy naming the first
+        candidate this machine runs (`instance_choice`); refused when it cannot run."""
         def check(candidate: dict[str, Any]) -> None:
             kind = (candidate.get("ResourceConfig") or {}).get("InstanceType")
             visible = len(gpus.visible_gpus()) if gpus.uses_gpus(kind or "") and machine else None
@@ -102,7 +109,10 @@ class LocalControlPlane:
                 service_message=said) from None
 
     def create_reserved(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Create the checked job whose name this process reserved, and start it."""
+        """Create the checked job whose name this process reserved, and start it (on the
+        instance type its InstancePreferences choose)."""
+        if (request.get("ResourceConfig") or {}).get("InstancePreferences"):
+            request = self._chosen(request)
         name = request["TrainingJobName"]
         state = JobState.new(name)
         state.schedule = interruptions.schedule(self.planned, hostroot.host_names(request))
