@@ -108,6 +108,8 @@ def test_interrupt_of_no_such_job_is_one_line(project: Path, argv: list[str], co
     ({"interruptions": [{"after_s": 1}]}, "this job does not use spot"),
     ({**SPOT, "interruptions": [{"at": 1}]}, "each interruption is a mapping of"),
     ({**SPOT, "interruptions": {"after_s": 1}}, "interruptions must be a list of mappings"),
+    ({**SPOT, "interruptions": [{"after_s": 10**400}]},
+     "after_s must be a finite number of seconds >= 0, got an integer of 401 digits"),
 ])
 def test_a_spec_whose_interruptions_cannot_fire_starts_nothing(
     project: Path, fields: dict[str, Any], fragment: str, capsys: pytest.CaptureFixture,

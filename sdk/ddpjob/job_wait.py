@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
-from ddpjob import log_lines
+from ddpjob import log_lines, validation
 from ddpjob.errors import UserInputError
 from ddpjob.job_status import JobDescription, TrainingJobStatus
 from ddpjob.training_job import (
@@ -86,7 +86,7 @@ def _until(items: Iterator[T], deadline: float | None) -> Iterator[T]:
 
 def wait_for_job(session: JobControl, job: str, poll: float = 5) -> dict[str, Any]:
     """See `base_session.BaseSession.wait_for_job`."""
-    _check_seconds(poll, "poll")
+    validation.seconds(poll, "poll")
     return checked_end(TrainingJob(session, job, poll_seconds=poll).until_ended())
 
 
@@ -94,9 +94,9 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
                  log_type: bool | str = "All", timeout: float | None = None) -> dict[str, Any]:
     """See `base_session.BaseSession.logs_for_job`."""
     show = shows_training_logs(log_type)
-    _check_seconds(poll, "poll")
+    validation.seconds(poll, "poll")
     if timeout is not None:
-        _check_seconds(timeout, "timeout")
+        validation.seconds(timeout, "timeout")
     deadline = None if timeout is None else time.monotonic() + timeout
     if show:
         for host, line in _until(session.logs(job_name, follow=wait), deadline):
@@ -106,8 +106,3 @@ def logs_for_job(session: JobControl, job_name: str, wait: bool = False, poll: f
     ended = checked_end(TrainingJob(session, job_name, poll_seconds=poll).until_ended(deadline))
     print_times(ended)
     return ended
-
-
-def _check_seconds(value: Any, argument: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise UserInputError(f"{argument} must be a number of seconds >= 0, got {value!r}")

@@ -3,6 +3,7 @@ UserInputError naming the argument and what is allowed. Pure functions, no I/O."
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -13,22 +14,47 @@ from ddpjob_runtime.shared.fsutil import container_path
 from ddpjob.errors import UserInputError
 
 MAX_ENVIRONMENT = 100
+#: The largest number an `integer` member of SageMaker's model holds (32 bits).
+MAX_INTEGER = 2**31 - 1
 _ENV_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,511}$")
 
 
 def positive_int(value: object, argument: str, *, low: int = 1, high: int | None = None) -> int:
-    """An int in [low, high] (bool is not an int here)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
-        high is not None and value > high
-    ):
-        allowed = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise UserInputError(f"{argument} must be an integer {allowed}, got {value!r}")
-    return value
+    """An int in [low, high] (bool is not an int here); never above MAX_INTEGER."""
+    top = MAX_INTEGER if high is None else min(high, MAX_INTEGER)
+    number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if number is not None and low <= number <= top:
+        return number
+    bounded = high is not None or (number is not None and number > top)
+    allowed = f"between {low} and {top}" if bounded else f">= {low}"
+    raise UserInputError(f"{argument} must be an integer {allowed}, got {shown(value)}")
 
 
 def optional_int(value: object, argument: str, *, low: int = 1, high: int | None = None
                  ) -> int | None:
     return None if value is None else positive_int(value, argument, low=low, high=high)
+
+
+def seconds(value: object, argument: str) -> float:
+    """A number of seconds >= 0 that a float holds (bool is not a number here; an integer too
+    large for a float, infinity and NaN are refused, not left to overflow later)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if math.isfinite(number) and number >= 0:
+            return number
+    raise UserInputError(f"{argument} must be a finite number of seconds >= 0, "
+                         f"got {shown(value)}")
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for a message; an integer too long to read (or to print: Python refuses
+    over 4300 digits) as its number of digits."""
+    if isinstance(value, int) and abs(value) >= 10**30:
+        return f"an integer of {int(math.log10(abs(value))) + 1} digits"
+    return repr(value)
 
 
 def optional_str(value: object, argument: str) -> str | None:

@@ -57,6 +57,16 @@ def test_once_ending_only_waits_for_the_hosts() -> None:
     assert decide(ended) == Decision(done=True)
 
 
+def test_max_wait_bounds_an_interruptions_notice_unless_a_stop_came() -> None:
+    noticed = _seen(ending=EndCause.INTERRUPTED, waited_s=31, max_wait_s=30)
+    assert decide(noticed) == Decision(end=EndCause.MAX_WAIT)
+    assert decide(_seen(ending=EndCause.INTERRUPTED, waited_s=29, max_wait_s=30)) == Decision()
+    stopped = _seen(ending=EndCause.INTERRUPTED, waited_s=31, max_wait_s=30, stop_requested=True)
+    assert decide(stopped) == Decision()
+    ended = _seen(ending=EndCause.MAX_WAIT, waited_s=31, max_wait_s=30)
+    assert decide(ended) == Decision()  # decided once
+
+
 # --- job retries (RetryStrategy): only a platform failure, only while attempts are left -----
 
 def _killed(host: str = "algo-2", at: float = 10.0) -> HostFailure:

@@ -91,6 +91,15 @@ def test_get_execution_role_of_a_local_session_is_its_placeholder(session):
     assert ddpjob.get_execution_role(session) == LOCAL_ROLE
 
 
+@pytest.mark.parametrize(("seconds", "shown"), [({"timeout": 10**400}, "an integer of 401 digits"),
+                                               ({"poll": float("nan")}, "nan")])
+def test_a_wait_no_float_holds_is_one_error_before_the_job_is_read(session, seconds, shown):
+    (name,) = seconds
+    with pytest.raises(UserInputError,
+                       match=f"{name} must be a finite number of seconds >= 0, got {shown}$"):
+        session.logs_for_job("no-such-job", wait=True, **seconds)
+
+
 @pytest.mark.slow
 def test_uploaded_data_reaches_a_local_job_that_is_waited_for(session, data, tmp_path, capsys):
     script = tmp_path / "show.py"

@@ -208,6 +208,56 @@ def test_past_max_wait_an_interrupted_job_ends_max_wait_time_exceeded(
     _assert_nothing_left(session, "spot-wait")
 
 
+def _start_resume_script(session: LocalSession, tmp_path: Path, name: str,
+                         stopping: dict[str, int], **hps: str) -> None:
+    """Start docs/rehearsal.md's resume code (`rehearsal_resume.py`) on one host, one process
+    without torchrun, as a spot job; wait until it holds at step 3."""
+    source = source_tar(tmp_path / "src", JOBS / "rehearsal_resume.py")
+    session.sagemaker_client.create_training_job(**training_request(
+        session, name, source, "rehearsal_resume.py", workers=1, distributed=False,
+        hyperparameters=hps, CheckpointConfig={"S3Uri": (tmp_path / "ckpt").as_uri()},
+        EnableManagedSpotTraining=True, StoppingCondition=stopping))
+    ready = session.job_dir(name) / "hosts" / "algo-1" / "output" / "data" / "ready"
+    wait_for(ready.exists, JOB_TIMEOUT_S, f"job {name} to hold at step 3")
+
+
+def test_the_rehearsal_pages_resume_code_restarts_after_a_notice_and_trains_to_the_end(
+    session: LocalSession, tmp_path: Path
+) -> None:
+    """Its script saves, leaves its loop and exits 0 on SIGTERM: the reclaimed host is gone
+    all the same, so the job restarts and resumes, as on SageMaker."""
+    _start_resume_script(session, tmp_path, "spot-resume", SPOT["StoppingCondition"])
+    session.interrupt("spot-resume")
+    job = wait_until_ended(session, "spot-resume")
+    assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
+    statuses = [s for s, _ in _history(job)]
+    at = statuses.index("Interrupted")
+    assert statuses[at:at + 3] == ["Interrupted", "Restarting", "Starting"], statuses
+    text = log_text(session, "spot-resume", "algo-1")
+    assert "left after step 3" in text and "loaded 3 first 4" in text, text[-3000:]
+    assert "trained to step 14 of 15" in text
+    _assert_nothing_left(session, "spot-resume")
+
+
+def test_max_wait_ends_the_hosts_during_a_notice(
+    session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notice longer than what MaxWaitTimeInSeconds leaves is cut short: SIGTERM, 10 s,
+    SIGKILL, as for any job past it (the script ignores SIGTERM)."""
+    monkeypatch.setenv(GRACE_ENV, "600")  # longer than the test waits
+    _start_resume_script(session, tmp_path, "spot-notice-wait",
+                         {"MaxRuntimeInSeconds": 60, "MaxWaitTimeInSeconds": 60},
+                         **{"ignore-sigterm": "true"})
+    session.interrupt("spot-notice-wait")
+    job = wait_until_ended(session, "spot-notice-wait")
+    assert (job["TrainingJobStatus"], job["SecondaryStatus"]) == ("Stopped",
+                                                                  "MaxWaitTimeExceeded")
+    assert [s for s, _ in _history(job)][-2:] == ["Interrupted", "MaxWaitTimeExceeded"]
+    supervisor = (session.job_dir("spot-notice-wait") / "supervisor.log").read_text()
+    assert "hosts still running 10 s after SIGTERM: SIGKILL" in supervisor, supervisor[-3000:]
+    _assert_nothing_left(session, "spot-notice-wait")
+
+
 @pytest.mark.parametrize(("retries", "keep_alive"), [(1, 0), (None, 0), (1, 600)],
                          ids=["retried", "failed", "warm-pool-retried"])
 def test_a_lost_host_fails_the_job_or_is_retried(

@@ -38,8 +38,12 @@ def _seen(**changes: object) -> Observation:
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({}, "exactly one of after_s"),
     ({"after_s": 1, "within_s": (1, 2)}, "exactly one of after_s"),
-    ({"after_s": -1}, "after_s must be seconds >= 0"),
-    ({"after_s": True}, "after_s must be seconds >= 0"),
+    ({"after_s": -1}, "after_s must be a finite number of seconds >= 0"),
+    ({"after_s": True}, "after_s must be a finite number of seconds >= 0"),
+    ({"after_s": 10**400}, "after_s must be a finite number of seconds >= 0, got an integer "
+                           "of 401 digits"),
+    ({"after_s": float("inf")}, "after_s must be a finite number of seconds >= 0, got inf"),
+    ({"within_s": (0, 10**400)}, "within_s must be a finite number of seconds >= 0"),
     ({"within_s": (5, 5)}, r"low < high"),
     ({"within_s": (6, 5)}, r"low < high"),
     ({"within_s": (1,)}, r"within_s must be \(low, high\)"),

@@ -9,13 +9,13 @@ billing discount. Pure and torch-free.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ddpjob import validation
 from ddpjob.errors import UserInputError
 
 #: SageMaker's notice before a reclaimed (or stopped) instance is killed: SIGTERM, 120 s, SIGKILL.
@@ -85,10 +85,7 @@ class Interruption:
 
 
 def _seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value < 0:
-        raise UserInputError(f"Interruption: {name} must be seconds >= 0, got {value!r}")
-    return float(value)
+    return validation.seconds(value, f"Interruption: {name}")
 
 
 def from_spec(items: object, where: str) -> list[Interruption]:

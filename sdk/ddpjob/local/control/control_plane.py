@@ -71,14 +71,21 @@ class LocalControlPlane:
     def checked_request(self, kwargs: dict[str, Any], machine: bool = True) -> dict[str, Any]:
         """The request as this client would create it, or the error it would answer (pure).
         `machine=False` (a dry run) leaves out what this machine must have (GPUs, a usable
-        lock folder for the fixed port)."""
+        lock folder for the fixed port). The instance type chosen from InstancePreferences is
+        not written into it (admission chooses again, `create_reserved`), so checking the
+        answer again gives the same answer."""
         validation.check_shape("CreateTrainingJob", kwargs)
         request = copy.deepcopy(kwargs)
         if request["OutputDataConfig"]["S3OutputPath"] == "":
             # The official SDK's local mode with local_code and no output_path: keep them here.
             output = (self.store.home / "output").absolute().as_uri()
             request["OutputDataConfig"]["S3OutputPath"] = output
+        self._chosen(request, machine)
+        return request
 
+    def _chosen(self, request: dict[str, Any], machine: bool = True) -> dict[str, Any]:
+        """The request as its job runs: with InstancePreferences, a copy naming the first
+        candidate this machine runs (`instance_choice`); refused when it cannot run."""
         def check(candidate: dict[str, Any]) -> None:
             kind = (candidate.get("ResourceConfig") or {}).get("InstanceType")
             visible = len(gpus.visible_gpus()) if gpus.uses_gpus(kind or "") and machine else None
@@ -96,9 +103,15 @@ class LocalControlPlane:
 
     def check_machine(self, request: dict[str, Any]) -> None:
         """What this machine must have for a request `checked_request(machine=False)` passed
-        (its GPUs): the one check a dry run leaves out."""
-        if gpus.uses_gpus(request["ResourceConfig"]["InstanceType"]):
+        (its GPUs, the fixed port's lock folder): what a dry run leaves out. With
+        InstancePreferences, admission chooses a candidate this machine runs instead."""
+        resources = request["ResourceConfig"]
+        if resources.get("InstancePreferences"):
+            return
+        if gpus.uses_gpus(resources["InstanceType"]):
             validation.check_gpus(request, len(gpus.visible_gpus()))
+        if hostkind.of(request).on_fixed_port(len(admitted.host_names(request))):
+            fixed_port.check_lock_dir()
 
     def reserve(self, name: str) -> None:
         """Take the job name before anything of the job is written (ResourceInUse if taken)."""
@@ -121,7 +134,10 @@ class LocalControlPlane:
 
     def create_reserved(self, request: dict[str, Any],
                         tuning_job_arn: str | None = None) -> dict[str, Any]:
-        """Admit the checked request whose name this process reserved, and start its job."""
+        """Admit the checked request whose name this process reserved (on the instance type
+        its InstancePreferences choose on this machine), and start its job."""
+        if (request.get("ResourceConfig") or {}).get("InstancePreferences"):
+            request = self._chosen(request)
         job = admit(request)
         state = JobState.new(job.name)
         state.tuning_job_arn = tuning_job_arn

@@ -4,9 +4,10 @@ A boto3 client checks types, required members and minimums before sending; SageM
 then checks the rest of what the service model says about each member: maximum lengths, item
 and entry counts, patterns and enums. The local backend is that server, so `first_violation`
 walks a request against the model and names the first member that breaks one of them, in one
-line. Two of the model's constraints are SageMaker's own and stretched here on purpose: local
-instance types (`local`, `local_gpu`) besides the enum, and `file://` URIs (or an empty output
-path) besides the `s3://` pattern; the local validation checks those itself.
+line. Two of the model's constraints are SageMaker's own and stretched here on purpose: the
+instance type enum also takes the local types (`local`, `local_gpu`), wherever a request names
+one (InstanceType, InstancePreferences, InstanceGroups), and `file://` URIs (or an empty output
+path) pass the `s3://` pattern; the local validation checks those itself.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ddpjob import backends
+
 if TYPE_CHECKING:  # pragma: no cover
     from botocore.model import Shape
 
 # (shape name, constraint) that local mode widens; see the module's docstring.
-WIDENED = {("TrainingInstanceType", "enum"), ("S3Uri", "pattern")}
+WIDENED = {("S3Uri", "pattern")}
+# shape name -> what its enum takes besides the model's values
+MORE_VALUES = {"TrainingInstanceType": backends.LOCAL.instance_types}
 _PREVIEW = 40  # characters of a value shown in a message
 
 
@@ -75,8 +80,9 @@ def _string(shape: Any, value: str, path: str) -> Iterator[str]:
         yield f"{path} {_show(value)}: contains a NUL character, which no SageMaker member allows"
     yield from _bounds(shape, len(value), f"{path} {_show(value)}: {len(value)} characters, ",
                        f"{path}: {len(value)} characters, ")
-    if shape.enum and (shape.name, "enum") not in WIDENED and value not in shape.enum:
-        allowed = ", ".join(shape.enum[:12]) + (", ..." if len(shape.enum) > 12 else "")
+    values = [*MORE_VALUES.get(shape.name, ()), *shape.enum]
+    if shape.enum and value not in values:
+        allowed = ", ".join(values[:12]) + (", ..." if len(values) > 12 else "")
         yield f"{path} {_show(value)}: must be one of {allowed}"
     source = shape.metadata.get("pattern")
     if source is not None and (shape.name, "pattern") not in WIDENED:

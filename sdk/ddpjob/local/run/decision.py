@@ -43,17 +43,21 @@ class Decision:
 def decide(seen: Observation) -> Decision:
     """The next step for the job seen in `seen`.
 
-    Once the hosts are being ended nothing else is decided until they all exited. A stop
-    request comes first, then MaxWaitTimeInSeconds, MaxRuntimeInSeconds, an interruption (with
-    notice it ends the hosts; a lost host is only killed: its failure comes next), then a host
-    that failed; otherwise the job is as far as its slowest host (exited 0: "Done").
+    Once the hosts are being ended nothing else is decided until they all exited, but
+    MaxWaitTimeInSeconds, which bounds an interruption's notice too. A stop request comes
+    first, then MaxWaitTimeInSeconds, MaxRuntimeInSeconds, an interruption (with notice it ends
+    the hosts; a lost host is only killed: its failure comes next), then a host that failed;
+    otherwise the job is as far as its slowest host (exited 0: "Done").
     """
     done = all(code is not None for code in seen.exit_codes.values())
+    past_max_wait = bool(seen.max_wait_s and seen.waited_s > seen.max_wait_s)
+    if seen.ending is EndCause.INTERRUPTED and past_max_wait and not seen.stop_requested:
+        return Decision(end=EndCause.MAX_WAIT, done=done)
     if seen.ending is not None:
         return Decision(done=done)
     if seen.stop_requested:
         return Decision(end=EndCause.STOP_REQUESTED, done=done)
-    if seen.max_wait_s and seen.waited_s > seen.max_wait_s:
+    if past_max_wait:
         return Decision(end=EndCause.MAX_WAIT, done=done)
     if seen.max_run_s and seen.running_s > seen.max_run_s:
         return Decision(end=EndCause.MAX_RUNTIME, done=done)

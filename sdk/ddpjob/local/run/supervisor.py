@@ -127,6 +127,8 @@ class Supervisor:
         if not notice:
             self.hosts.lose(str(host))
             return
+        if all(code is not None for code in self.hosts.exit_codes().values()):
+            return  # every host ended since the last look: there is no capacity to reclaim
         self.cause = EndCause.INTERRUPTED
         self.reclaimed = [str(host)] if host else []
         self.hosts.terminate(self.reclaimed or None, grace)
@@ -189,8 +191,8 @@ class Supervisor:
         interrupted job past MaxWaitTimeInSeconds ends as MaxWaitTimeExceeded instead."""
         codes = self.hosts.exit_codes()
         if self.cause is EndCause.INTERRUPTED:
-            if all(code == 0 for code in codes.values()):
-                return None  # every host finished before the capacity went: Completed
+            # The reclaimed hosts are gone whatever their exit codes (docs/rehearsal.md's
+            # script saves and exits 0 on SIGTERM): the job restarts.
             state = self.store.state(self.name)
             limit = self.job.max_wait_s
             if limit and time.time() - state.creation_time > limit:
