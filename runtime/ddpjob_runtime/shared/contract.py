@@ -70,6 +70,8 @@ ZYGOTE_SPARE_ROLE = "spare-worker"  # a spare's process title: `ddpjob-spare-wor
 # template for it, or the parent of the `forkrun` client that did); its parent is the template.
 ENV_LAUNCHER = "DDPJOB_LAUNCHER"
 ENV_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"  # torchrun's attempt number, 0 first
+# The first host and its rendezvous port: SageMaker's PyTorch container sets both for every job.
+ENV_MASTER_ADDR, ENV_MASTER_PORT = "MASTER_ADDR", "MASTER_PORT"
 ENV_S3_MULTIPART_THRESHOLD = "DDPJOB_S3_MULTIPART_THRESHOLD"
 ENV_S3_MULTIPART_CHUNKSIZE = "DDPJOB_S3_MULTIPART_CHUNKSIZE"
 ENV_S3_MAX_CONCURRENCY = "DDPJOB_S3_MAX_CONCURRENCY"
