@@ -25,6 +25,7 @@ from ddpjob_runtime.platform import (
     results,
     sm_variables,
     sourcedir,
+    stand_ins,
 )
 from ddpjob_runtime.platform.environment import (
     TrainingEnvironment,
@@ -122,6 +123,9 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
         variables[contract.ENV_CHECKPOINT_URI] = env.platform.checkpoint_s3_uri
     if mirrors.tensorboard_dir is not None:
         variables[contract.ENV_TENSORBOARD_DIR] = str(mirrors.tensorboard_dir)
+    path = stand_ins.worker_path(env.platform.stand_ins, variables.get("PYTHONPATH"))
+    if path:
+        variables["PYTHONPATH"] = path
     return variables
 
 

@@ -27,6 +27,8 @@ PLATFORM_CHECKPOINT_URI, PLATFORM_STAGED_CHECKPOINT = "checkpoint_s3_uri", "stag
 PLATFORM_SUBMIT_DIRECTORY = "submit_directory"
 PLATFORM_TENSORBOARD = "tensorboard_output_config"  # its {"LocalPath", "S3OutputPath"}
 PLATFORM_PYTHON_DIR = "python_dir"  # where a local host makes its own Python env (`pyenv`)
+# a local host's stand-ins for libraries only SageMaker's containers have (`smdistributed`)
+PLATFORM_STAND_INS = "stand_ins"
 
 # ---------------------------------------------------------------- hyperparameters
 # Names starting with these belong to the platform and the runtime, never to the user's script.

@@ -13,6 +13,8 @@ from typing import Any
 from ddpjob_runtime.shared import contract, fsutil
 from ddpjob_runtime.shared.platform_config import ChannelSource, PlatformConfig
 
+from ddpjob import packaging
+
 LOOPBACK = "127.0.0.1"
 GROUP = "homogeneousCluster"
 
@@ -105,6 +107,7 @@ def prepare(
         # SageMaker uploads that folder; on this machine the runtime does
         tensorboard_output_config=request.get("TensorBoardOutputConfig") or None,
         python_dir=str(python_dir(job_dir, host)),
+        stand_ins=str(packaging.runtime_source().parent / packaging.STAND_INS),
     )
     root = job_dir / "hosts" / host
     write_config(root, {**sagemaker_files(request, host),
