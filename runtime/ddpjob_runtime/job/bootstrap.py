@@ -107,8 +107,8 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
     # SageMaker's PyTorch container sets these two for every job, whatever the distribution
     # (`sagemaker_pytorch_container.training._set_distributed_environment`), and no RANK or
     # WORLD_SIZE: a script started once per host passes its own to init_process_group.
-    # torchrun and mpirun give their workers the same address and port.
-    addr, port = hosts.master_address(env)
+    # torchrun and mpirun give their workers the first host's address and the same port.
+    addr, port = hosts.master_name(env)
     variables.update({contract.ENV_MASTER_ADDR: addr, contract.ENV_MASTER_PORT: str(port)})
     hps = env.hyperparameters
     if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN:
