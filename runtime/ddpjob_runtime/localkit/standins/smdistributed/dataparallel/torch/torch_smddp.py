@@ -9,12 +9,13 @@ Scripts for smdistributed >= 1.4 keep torch's own API::
 
 Here a group of "smddp" is torch's NCCL when this process sees CUDA and gloo otherwise,
 registered through torch's public `Backend.register_backend`, as the real module registers its
-own; `dist.get_backend()` answers "smddp", as on SageMaker.
+own, and set up as torch's `init_process_group` sets up its own NCCL and gloo groups;
+`dist.get_backend()` answers "smddp", as on SageMaker.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -22,16 +23,22 @@ import torch.distributed as dist
 BACKEND = "smddp"
 
 
-def _create(store: dist.Store, rank: int, size: int, timeout: timedelta) -> object:
-    """The backend of one process group: NCCL with CUDA, else gloo."""
-    if not torch.cuda.is_available():
-        return dist.ProcessGroupGloo(store, rank, size, timeout)
-    options = dist.ProcessGroupNCCL.Options()
-    options.is_high_priority_stream = False
-    options._timeout = timeout  # how torch's own `init_process_group` gives NCCL its timeout
-    return dist.ProcessGroupNCCL(store, rank, size, options)
+def _create(opts: Any, _options: object) -> object:
+    """One group's backend from torch's `_DistributedBackendOptions` (store, ranks, timeout,
+    name): NCCL with CUDA, else gloo."""
+    if torch.cuda.is_available():
+        options = dist.ProcessGroupNCCL.Options()
+        options.is_high_priority_stream = False
+        options._timeout = opts.timeout  # how torch's own init_process_group sets it
+        options.global_ranks_in_group = opts.global_ranks_in_group
+        options.group_name = opts.group_id
+        return dist.ProcessGroupNCCL(opts.store, opts.group_rank, opts.group_size, options)
+    group = dist.ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, opts.timeout)
+    group.options.global_ranks_in_group = opts.global_ranks_in_group
+    group.options.group_name = opts.group_id
+    return group
 
 
 if BACKEND not in dist.Backend.backend_list:
-    dist.Backend.register_backend(BACKEND, _create,
+    dist.Backend.register_backend(BACKEND, _create, extended_api=True,
                                   devices=["cuda" if torch.cuda.is_available() else "cpu"])
