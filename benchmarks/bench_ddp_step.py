@@ -1,11 +1,12 @@
 """Training-step throughput: ddpjob_runtime's DDP against torch's own DDP, same run.
 
-Two gloo workers on this machine train the same CNN (same initial weights, same data) wrapped
-once in each DDP. Timed blocks of steps alternate between the two, and which one goes first
-swaps every repetition, so drift of the machine hits both alike. Prints the median steps/s of
-each and their ratio (goal: >= 0.98, i.e. our layer costs nothing)::
+Two gloo workers on this machine (`--device cuda`: one NCCL worker per GPU) train the same CNN
+(same initial weights, same data) wrapped once in each DDP. Timed blocks of steps alternate
+between the two, and which one goes first swaps every repetition, so drift of the machine hits
+both alike. Prints the median steps/s of each and their ratio (goal: >= 0.98, i.e. our layer
+costs nothing)::
 
-    python benchmarks/bench_ddp_step.py [--reps 8] [--steps 20] [--batch 32]
+    python benchmarks/bench_ddp_step.py [--reps 8] [--steps 20] [--batch 32] [--device cuda]
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 import torch.multiprocessing as mp
 from torch import nn
 
-WORKERS = 2
+CPU_WORKERS = 2
 
 
 class Net(nn.Module):
@@ -53,23 +54,31 @@ def _timed_steps(
     import ddpjob_runtime.dataparallel.torch.distributed as dist
 
     loss_fn = nn.CrossEntropyLoss()
-    dist.barrier()
+    _settle(dist)
     start = time.perf_counter()
     for step in range(steps):
         x, y = batches[step % len(batches)]
         optimizer.zero_grad(set_to_none=True)
         loss_fn(model(x), y).backward()
         optimizer.step()
-    dist.barrier()
+    _settle(dist)
     return steps / (time.perf_counter() - start)
 
 
-def _worker(rank: int, port: int, args: argparse.Namespace, results: mp.Queue) -> None:
+def _settle(dist: object) -> None:
+    """Every worker here, with its GPU's queued work done (CUDA runs asynchronously)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    dist.barrier()
+
+
+def _worker(rank: int, port: int, workers: int, args: argparse.Namespace,
+            results: mp.Queue) -> None:
     os.environ.update(
         RANK=str(rank),
-        WORLD_SIZE=str(WORKERS),
+        WORLD_SIZE=str(workers),
         LOCAL_RANK=str(rank),
-        LOCAL_WORLD_SIZE=str(WORKERS),
+        LOCAL_WORLD_SIZE=str(workers),
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
     )
@@ -79,12 +88,14 @@ def _worker(rank: int, port: int, args: argparse.Namespace, results: mp.Queue) -
         DistributedDataParallel as OurDDP,
     )
 
-    dist.init_process_group()
+    dist.init_process_group()  # NCCL where this process sees a GPU (`--device cuda`), else gloo
+    device = torch.device("cuda", rank) if args.device == "cuda" else torch.device("cpu")
     torch.manual_seed(0)
-    net = Net()
+    net = Net().to(device)
     models = {
         "ours": OurDDP(copy.deepcopy(net)),
-        "torch": nn.parallel.DistributedDataParallel(copy.deepcopy(net)),
+        "torch": nn.parallel.DistributedDataParallel(
+            copy.deepcopy(net), device_ids=[rank] if device.type == "cuda" else None),
     }
     optimizers = {
         name: torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -93,8 +104,8 @@ def _worker(rank: int, port: int, args: argparse.Namespace, results: mp.Queue) -
     generator = torch.Generator().manual_seed(rank)
     batches = [
         (
-            torch.randn(args.batch, 3, 32, 32, generator=generator),
-            torch.randint(0, 10, (args.batch,), generator=generator),
+            torch.randn(args.batch, 3, 32, 32, generator=generator).to(device),
+            torch.randint(0, 10, (args.batch,), generator=generator).to(device),
         )
         for _ in range(4)
     ]
@@ -118,7 +129,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="steps per timed block")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps per DDP first")
     parser.add_argument("--batch", type=int, default=32, help="images per worker per step")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: 2 gloo workers; cuda: one NCCL worker per GPU")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device here")
+    if args.device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the workers' backend is gloo, GPUs or not
+    workers = torch.cuda.device_count() if args.device == "cuda" else CPU_WORKERS
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -126,13 +144,14 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
     mp.start_processes(
-        _worker, args=(port, args, results), nprocs=WORKERS, join=True, start_method="spawn"
+        _worker, args=(port, workers, args, results), nprocs=workers, join=True,
+        start_method="spawn",
     )
     rates = results.get()
 
     print(
-        f"{WORKERS} gloo workers, batch {args.batch}/worker, {args.reps} x {args.steps} "
-        f"steps per DDP, torch {torch.__version__}"
+        f"{workers} {'NCCL' if args.device == 'cuda' else 'gloo'} workers, batch "
+        f"{args.batch}/worker, {args.reps} x {args.steps} steps per DDP, torch {torch.__version__}"
     )
     medians = {name: statistics.median(values) for name, values in rates.items()}
     for name, values in rates.items():

@@ -66,11 +66,25 @@ def tier_of(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test with its tier (`-m unit`, `-m "unit or integration"`, ...)."""
+    """Mark every test with its tier (`-m unit`, `-m "unit or integration"`, ...); skip the
+    tests marked `gpu` where torch sees no CUDA device."""
     for item in items:
         tier = tier_of(item)
         if not item.get_closest_marker(tier):
             item.add_marker(getattr(pytest.mark, tier))
+    needs_gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if needs_gpu and not cuda_available():
+        skip = pytest.mark.skip(reason="needs CUDA, which torch does not see here "
+                                       "(tests/gpu/run.sh runs these where it does)")
+        for item in needs_gpu:
+            item.add_marker(skip)
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device (imported only when a `gpu` test is collected)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

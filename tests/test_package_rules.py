@@ -16,8 +16,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCES = (ROOT / "sdk", ROOT / "runtime")
+#: The local kit's stand-ins for SageMaker-only libraries: a folder on local workers' path (not
+#: a package of the runtime), so its modules are named as the workers import them.
+STAND_INS = ROOT / "runtime" / "ddpjob_runtime" / "localkit" / "standins"
+SOURCES = (STAND_INS, ROOT / "sdk", ROOT / "runtime")  # the innermost first
 RUNTIME = "ddpjob_runtime"
+STAND_IN_PACKAGES = {"smdistributed"}
 
 # The runtime's parts and what each may import of the runtime (and whether torch).
 RUNTIME_PARTS = {
@@ -116,6 +120,15 @@ def test_each_runtime_part_imports_only_what_it_may(part: str) -> None:
 def test_what_ships_to_sagemaker_never_imports_the_local_kit() -> None:
     shipped = [name for name in MODULES if name.startswith(RUNTIME) and _part(name) != "localkit"]
     assert [name for name in shipped if "localkit" in _runtime_parts_imported(name)] == []
+
+
+def test_the_stand_ins_use_the_dataparallel_library_only_and_nothing_imports_them() -> None:
+    stand_ins = [name for name in MODULES if name.split(".")[0] in STAND_IN_PACKAGES]
+    assert {name.split(".")[0] for name in stand_ins} == STAND_IN_PACKAGES
+    assert _violations(stand_ins, {"dataparallel"}) == []
+    assert [f"{name} imports {imported}" for name in MODULES if name not in stand_ins
+            for imported in imports_of(name)
+            if imported.split(".")[0] in STAND_IN_PACKAGES] == []
 
 
 def test_the_client_imports_the_shared_layer_only() -> None:

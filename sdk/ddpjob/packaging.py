@@ -38,6 +38,8 @@ ARCHIVE_NAME = contract.SOURCE_ARCHIVE
 LARGE_FILE_BYTES = 100 * 1000 * 1000  # users forget datasets and checkpoints in source_dir
 RUNTIME_PACKAGE = "ddpjob_runtime"
 LOCAL_ONLY = f"{RUNTIME_PACKAGE}/localkit"  # the local hosts' template: never shipped
+#: Stand-ins for libraries only SageMaker's containers have (`smdistributed`), local hosts only
+STAND_INS = f"{LOCAL_ONLY}/standins"
 EXCLUDED_DIRS = frozenset({"__pycache__", ".ipynb_checkpoints"})
 #: A repository's own data: its remotes (often with credentials) and history, never what a job
 #: runs; a folder, or a file in a worktree or submodule.

@@ -161,6 +161,7 @@ def test_include_runtime_packs_ddpjob_runtime_but_its_local_kit(src: Path, tmp_p
     assert {"train.py", "helper.py", "ddpjob_runtime/__init__.py", "ddpjob_runtime/checkpoints.py",
             "ddpjob_runtime/dataparallel/torch/distributed.py"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    assert not [n for n in names if "smdistributed" in n]  # SageMaker's own library serves there
     expected = sorted(p.relative_to(runtime).as_posix() for p in runtime.rglob("*.py")
                       if "__pycache__" not in p.parts and "localkit" not in p.parts)
     assert [n for n in expected if n.startswith("job/")]  # the in-job runtime ships

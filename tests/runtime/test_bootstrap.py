@@ -81,8 +81,12 @@ def test_two_hosts_two_workers_get_the_contract_environment(run_hosts, tmp_path:
 
 
 def test_without_distribution_the_entry_point_runs_once_per_host(run_hosts) -> None:
+    """With the rendezvous SageMaker's PyTorch container gives every job (MASTER_ADDR, the
+    first host; MASTER_PORT), and no RANK or WORLD_SIZE, as there."""
     script = """#!/bin/sh
     echo "$SM_CURRENT_HOST $*" > "$SM_MODEL_DIR/ran-by-shell"
+    echo "$MASTER_ADDR:$MASTER_PORT rank=${RANK-unset} world=${WORLD_SIZE-unset}" \
+        > "$SM_MODEL_DIR/rendezvous"
     """
     (result,) = run_hosts(
         {"run.sh": script},
@@ -93,6 +97,10 @@ def test_without_distribution_the_entry_point_runs_once_per_host(run_hosts) -> N
     )
     assert result.exit_code == 0, result.log[-3000:]
     assert (result.root / "model" / "ran-by-shell").read_text() == "algo-1 -x a b\n"
+    port = json.loads((result.root / "input" / "config" / "platform.json").read_text())[
+        "master_port"]
+    assert (result.root / "model" / "rendezvous").read_text() == (
+        f"127.0.0.1:{port} rank=unset world=unset\n")
 
 
 def test_source_from_s3_and_checkpoints_restored_and_flushed(run_hosts, s3_bucket, tmp_path):

@@ -307,6 +307,18 @@ def test_master_address_from_platform_and_dns_retry(tmp_path: Path) -> None:
         hosts.resolve("no-such-host.invalid", deadline_s=0.0)
 
 
+def test_master_name_is_what_sagemakers_container_exports_without_a_lookup(
+        tmp_path: Path) -> None:
+    """Every job's MASTER_ADDR/MASTER_PORT: the first host's name and 7777 on SageMaker (as
+    its PyTorch container sets them; a name that does not resolve here is not waited for),
+    platform.json's address and port on a local host."""
+    on_sagemaker = read_environment(make_root(tmp_path / "sm", SAGEMAKER_HPS))
+    assert hosts.master_name(on_sagemaker) == ("algo-1", 7777)
+    platform = {"host_addresses": {"algo-1": "127.0.0.1"}, "master_port": 29517}
+    local = read_environment(make_root(tmp_path / "local", SAGEMAKER_HPS, platform=platform))
+    assert hosts.master_name(local) == ("127.0.0.1", 29517)
+
+
 def _tar(path: Path, *members: tarfile.TarInfo) -> Path:
     with tarfile.open(path, "w:gz") as tar:
         tar.addfile(tarfile.TarInfo("ok.py"), io.BytesIO(b""))

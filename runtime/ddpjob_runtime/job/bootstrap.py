@@ -25,6 +25,7 @@ from ddpjob_runtime.platform import (
     results,
     sm_variables,
     sourcedir,
+    stand_ins,
 )
 from ddpjob_runtime.platform.environment import (
     TrainingEnvironment,
@@ -103,6 +104,12 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
             "PYTHONUNBUFFERED": "1",
         }
     )
+    # SageMaker's PyTorch container sets these two for every job, whatever the distribution
+    # (`sagemaker_pytorch_container.training._set_distributed_environment`), and no RANK or
+    # WORLD_SIZE: a script started once per host passes its own to init_process_group.
+    # torchrun and mpirun give their workers the first host's address and the same port.
+    addr, port = hosts.master_name(env)
+    variables.update({contract.ENV_MASTER_ADDR: addr, contract.ENV_MASTER_PORT: str(port)})
     hps = env.hyperparameters
     if launcher.choose_strategy(hps) is launcher.Strategy.TORCHRUN:
         variables.update(launcher.torchrun_environment())
@@ -116,6 +123,9 @@ def _worker_env(env: TrainingEnvironment, gpus: int, tmp_dir: Path,
         variables[contract.ENV_CHECKPOINT_URI] = env.platform.checkpoint_s3_uri
     if mirrors.tensorboard_dir is not None:
         variables[contract.ENV_TENSORBOARD_DIR] = str(mirrors.tensorboard_dir)
+    path = stand_ins.worker_path(env.platform.stand_ins, variables.get("PYTHONPATH"))
+    if path:
+        variables["PYTHONPATH"] = path
     return variables
 
 

@@ -161,9 +161,9 @@ def mpirun_command(
         "--host",
         hosts,
         "-x",
-        f"MASTER_ADDR={master_addr}",
+        f"{contract.ENV_MASTER_ADDR}={master_addr}",
         "-x",
-        f"MASTER_PORT={master_port}",
+        f"{contract.ENV_MASTER_PORT}={master_port}",
         *exported,
         *worker_command(entry, args),
     ]

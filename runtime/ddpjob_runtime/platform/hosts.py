@@ -44,4 +44,15 @@ def host_address(env: TrainingEnvironment, host: str) -> str:
 
 def master_address(env: TrainingEnvironment) -> tuple[str, int]:
     """(address, port) of the first host, where torchrun's rendezvous store listens."""
-    return host_address(env, env.hosts[0]), env.platform.master_port or DEFAULT_MASTER_PORT
+    return host_address(env, env.hosts[0]), _master_port(env)
+
+
+def master_name(env: TrainingEnvironment) -> tuple[str, int]:
+    """(name, port) of the first host, as SageMaker's PyTorch container exports them for every
+    job (MASTER_ADDR is the name: no DNS wait); platform.json's address where it gives one."""
+    first = env.hosts[0]
+    return env.platform.host_addresses.get(first) or first, _master_port(env)
+
+
+def _master_port(env: TrainingEnvironment) -> int:
+    return env.platform.master_port or DEFAULT_MASTER_PORT

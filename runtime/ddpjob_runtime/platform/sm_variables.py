@@ -79,13 +79,22 @@ def framework_params(env: TrainingEnvironment) -> dict[str, Any]:
 
 
 def num_gpus() -> int:
-    """GPUs on this host, counted like the toolkit (`nvidia-smi --list-gpus`); 0 without it."""
+    """GPUs on this host, counted like the toolkit (`nvidia-smi --list-gpus`); 0 without it.
+
+    Where `CUDA_VISIBLE_DEVICES` is set (a local host's share of the machine's GPUs; "" on
+    `local`), at most the GPUs it names: nvidia-smi lists every GPU of the machine, and a
+    worker per listed GPU would put two NCCL ranks on one device.
+    """
     try:
         out = subprocess.run(["nvidia-smi", "--list-gpus"], capture_output=True, text=True,
                              timeout=60, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    listed = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return listed
+    return min(listed, len([g for g in visible.split(",") if g.strip() not in ("", "-1")]))
 
 
 def _instance_groups(env: TrainingEnvironment, params: dict[str, Any]) -> dict[str, Any]:

@@ -27,6 +27,8 @@ PLATFORM_CHECKPOINT_URI, PLATFORM_STAGED_CHECKPOINT = "checkpoint_s3_uri", "stag
 PLATFORM_SUBMIT_DIRECTORY = "submit_directory"
 PLATFORM_TENSORBOARD = "tensorboard_output_config"  # its {"LocalPath", "S3OutputPath"}
 PLATFORM_PYTHON_DIR = "python_dir"  # where a local host makes its own Python env (`pyenv`)
+# a local host's stand-ins for libraries only SageMaker's containers have (`smdistributed`)
+PLATFORM_STAND_INS = "stand_ins"
 
 # ---------------------------------------------------------------- hyperparameters
 # Names starting with these belong to the platform and the runtime, never to the user's script.
@@ -70,6 +72,8 @@ ZYGOTE_SPARE_ROLE = "spare-worker"  # a spare's process title: `ddpjob-spare-wor
 # template for it, or the parent of the `forkrun` client that did); its parent is the template.
 ENV_LAUNCHER = "DDPJOB_LAUNCHER"
 ENV_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"  # torchrun's attempt number, 0 first
+# The first host and its rendezvous port: SageMaker's PyTorch container sets both for every job.
+ENV_MASTER_ADDR, ENV_MASTER_PORT = "MASTER_ADDR", "MASTER_PORT"
 ENV_S3_MULTIPART_THRESHOLD = "DDPJOB_S3_MULTIPART_THRESHOLD"
 ENV_S3_MULTIPART_CHUNKSIZE = "DDPJOB_S3_MULTIPART_CHUNKSIZE"
 ENV_S3_MAX_CONCURRENCY = "DDPJOB_S3_MAX_CONCURRENCY"

@@ -16,7 +16,7 @@ from ddpjob_runtime.shared.errors import RuntimeContractError
 
 _TEXT_KEYS = (c.PLATFORM_JOB_NAME, c.PLATFORM_OUTPUT_PATH, c.PLATFORM_CHECKPOINT_URI,
               c.PLATFORM_STAGED_CHECKPOINT, c.PLATFORM_SUBMIT_DIRECTORY, c.PLATFORM_STATUS_FILE,
-              c.PLATFORM_PYTHON_DIR)
+              c.PLATFORM_PYTHON_DIR, c.PLATFORM_STAND_INS)
 KEYS = frozenset((*_TEXT_KEYS, c.PLATFORM_MASTER_PORT, c.PLATFORM_HOST_ADDRESSES,
                   c.PLATFORM_CHANNELS, c.PLATFORM_TENSORBOARD))
 
@@ -48,6 +48,7 @@ class PlatformConfig:
     status_file: str | None = None
     tensorboard_output_config: Mapping[str, str] | None = None
     python_dir: str | None = None  # a local host's own Python environment, for what it installs
+    stand_ins: str | None = None  # a folder the workers get last on their path if needed
 
     def to_json(self) -> dict[str, Any]:
         """platform.json's object; unset keys left out."""

@@ -15,6 +15,7 @@ from typing import Any
 from ddpjob_runtime.shared import contract, fsutil
 from ddpjob_runtime.shared.platform_config import ChannelSource, PlatformConfig
 
+from ddpjob import packaging
 from ddpjob.local.base import templates
 from ddpjob.local.base.admitted import AdmittedJob
 
@@ -127,6 +128,7 @@ def prepare(
         # SageMaker uploads that folder; on this machine the runtime does
         tensorboard_output_config=job.tensorboard,
         python_dir=str(python_dir(job_dir, host)),
+        stand_ins=str(packaging.runtime_source().parent / packaging.STAND_INS),
     )
     root = job_dir / "hosts" / host
     write_config(root, {**sagemaker_files(job, host),

@@ -1,0 +1,1 @@
+"""`smdistributed.dataparallel`: its PyTorch API, `.torch` (see the package's docstring)."""

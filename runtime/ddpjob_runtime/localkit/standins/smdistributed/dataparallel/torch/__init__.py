@@ -1,0 +1,1 @@
+"""`smdistributed.dataparallel.torch`: `.distributed`, `.parallel` and `.torch_smddp`."""
