@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared import storage
@@ -102,16 +102,19 @@ class Session(BaseSession):
     def _reserve(self, request: dict[str, Any]) -> None:
         """Refuse a name in use before anything is uploaded; create the default bucket when the
         request uses it."""
-        name = request["TrainingJobName"]
-        try:
-            self._describe(name)
-        except JobNotFoundError:
-            pass
-        else:
-            raise AwsError(f"a training job named {name!r} already exists in {self._region}: "
-                           f"choose another job_name", code="ResourceInUse",
-                           operation="CreateTrainingJob")
+        self._refuse_name_in_use(request["TrainingJobName"], "training job", self._describe,
+                                 "CreateTrainingJob")
         self._create_default_bucket_if_used(request)
+
+    def _refuse_name_in_use(self, name: str, kind: str, describe: Callable[[str], object],
+                            operation: str) -> None:
+        """ResourceInUse, before anything is uploaded, when `describe(name)` finds a `kind`."""
+        try:
+            describe(name)
+        except JobNotFoundError:
+            return
+        raise AwsError(f"a {kind} named {name!r} already exists in {self._region}: choose "
+                       f"another job_name", code="ResourceInUse", operation=operation)
 
     def _create_default_bucket_if_used(self, request: Mapping[str, Any]) -> None:
         if f"s3://{self.default_bucket_name()}/" in json.dumps(request):

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ddpjob.base_session import Stage
-from ddpjob.sagemaker.errors import AwsError, JobNotFoundError, aws_errors
+from ddpjob.sagemaker.errors import aws_errors
 from ddpjob.sagemaker.roles import require_role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,15 +23,9 @@ def submit(session: Session, request: Mapping[str, Any], stage: Stage | None) ->
 
     checked = dict(validate_tuning_request(request))
     require_role((checked.get("TrainingJobDefinition") or {}).get("RoleArn"))
-    name = checked["HyperParameterTuningJobName"]
-    try:
-        describe(session, name)
-    except JobNotFoundError:
-        pass
-    else:
-        raise AwsError(f"a {KIND} named {name!r} already exists in {session.region_name}: "
-                       f"choose another job_name", code="ResourceInUse",
-                       operation="CreateHyperParameterTuningJob")
+    session._refuse_name_in_use(checked["HyperParameterTuningJobName"], KIND,
+                                lambda name: describe(session, name),
+                                "CreateHyperParameterTuningJob")
     session._create_default_bucket_if_used(checked)
     if stage is not None:
         stage()

@@ -15,17 +15,14 @@ everything the job writes is private to the user.
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ddpjob_runtime.shared import processes, proctitle
+from ddpjob_runtime.shared import processes
 
 from ddpjob.job_status import EndCause, SecondaryStatus, ending
-from ddpjob.local.base import failure_cause, interruptions
+from ddpjob.local.base import detached, failure_cause, interruptions
 from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.base.jobstate import MESSAGES, JobState
 from ddpjob.local.base.jobstore import JobStore
@@ -356,22 +353,9 @@ def _lease(home: Path, job: AdmittedJob, kind: hostkind.HostKind) -> poolkeeper.
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m ddpjob.local.run.supervisor <job dir>`."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m ddpjob.local.run.supervisor JOB_DIR")
-    os.umask(0o077)  # the job's files (roots, logs, checkpoints, outputs) are the user's only
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s supervisor %(message)s")
-    job_dir = Path(argv[0]).absolute()
-    proctitle.set_title("supervisor", job_dir)
+    job_dir = detached.folder_argument("ddpjob.local.run.supervisor", "supervisor", argv)
     supervisor = Supervisor(JobStore(job_dir.parent.parent), job_dir.name)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received signal %d: stopping the job", signum)
-        supervisor.signalled = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the terminal that started the client may close
+    detached.stop_on_signals(supervisor, log)
     supervisor.run()
 
 

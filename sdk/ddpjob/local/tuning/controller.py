@@ -15,16 +15,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime.shared import proctitle
-
 from ddpjob.errors import DdpjobError
+from ddpjob.local.base import detached
 from ddpjob.local.base.arns import tuning_job_arn
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.tuning import answers, trials
@@ -187,22 +183,9 @@ def _refused(state: TuningState, name: str, reason: str) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m ddpjob.local.tuning.controller <tuning job dir>`."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m ddpjob.local.tuning.controller TUNING_JOB_DIR")
-    os.umask(0o077)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s tuning %(message)s")
-    folder = Path(argv[0]).absolute()
-    proctitle.set_title("tuning", folder)
+    folder = detached.folder_argument("ddpjob.local.tuning.controller", "tuning", argv)
     controller = Controller(TuningStore(folder.parent.parent), folder.name)
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received signal %d: stopping the tuning job", signum)
-        controller.signalled = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    detached.stop_on_signals(controller, log)
     try:
         controller.run()
     except Exception as exc:  # noqa: BLE001 - the job must end, and say why
