@@ -405,3 +405,41 @@ def test_a_v2_estimators_request_is_admitted_as_the_dry_run_accepts_it(
     assert job.hosts == ("algo-1", "algo-2") and job.spot and job.max_wait_s == 900
     assert job.checkpoint is not None and job.submit_directory.startswith("s3://")
     assert no_account == []
+
+
+def test_the_v2_tuner_runs_its_trials_here_and_finds_the_best_estimator(
+    sdk_offline: Any, no_account: list[str], local_session: LocalSession, source_dir: Path
+) -> None:
+    """`sagemaker.tuner.HyperparameterTuner(...).fit()` on a session from `official_session()`
+    (the official SDK's local mode refuses tuning: aws/sagemaker-python-sdk#1960): its trials
+    run here; `wait`, `best_training_job`, `best_estimator`, `analytics().dataframe()`,
+    `attach` and `describe` read our answers."""
+    from sagemaker.tuner import ContinuousParameter, HyperparameterTuner
+
+    (source_dir / "level.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--level', type=float)\nargs, _ = parser.parse_known_args()\n"
+        "print(f'loss={(args.level - 3) ** 2:.6f}', flush=True)\n")
+    session = local_session.official_session()
+    estimator = _estimator(session, source_dir, entry_point="level.py", instance_count=1)
+    tuner = HyperparameterTuner(
+        estimator, "loss", {"level": ContinuousParameter(0, 6)}, objective_type="Minimize",
+        metric_definitions=[{"Name": "loss", "Regex": r"loss=([0-9.]+)"}], strategy="Random",
+        max_jobs=3, max_parallel_jobs=2, random_seed=3, base_tuning_job_name="v2-tune")
+    tuner.fit(wait=False)
+    tuner.wait()
+    described = tuner.describe()
+    assert described["HyperParameterTuningJobStatus"] == "Completed", described
+    assert described["ObjectiveStatusCounters"]["Succeeded"] == 3
+    best = tuner.best_training_job()
+    frame = tuner.analytics().dataframe()
+    assert sorted(frame["TrainingJobName"]) == sorted(
+        s["TrainingJobName"] for s in session.sagemaker_client
+        .list_training_jobs_for_hyper_parameter_tuning_job(
+            HyperParameterTuningJobName=tuner.latest_tuning_job.name)["TrainingJobSummaries"])
+    assert frame.sort_values("FinalObjectiveValue").iloc[0]["TrainingJobName"] == best
+    assert tuner.best_estimator().latest_training_job.name == best
+    attached = HyperparameterTuner.attach(tuner.latest_tuning_job.name, sagemaker_session=session)
+    assert attached.best_training_job() == best
+    assert_no_processes(local_session.home)
+    assert no_account == []

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 TOOLKIT_HYPERPARAMETERS = (
     contract.PROGRAM, contract.SUBMIT_DIRECTORY, "sagemaker_enable_cloudwatch_metrics",
     contract.REGION, contract.CONTAINER_LOG_LEVEL, contract.JOB_NAME, "default_user_module_name",
-    "_tuning_objective_metric", "sagemaker_s3_output")
+    contract.TUNING_OBJECTIVE, "sagemaker_s3_output")
 _DISTRIBUTION_FLAGS = (
     contract.MPI, "sagemaker_parameter_server_enabled", contract.SMDDP, contract.PYTORCH_DDP,
     contract.PYTORCH_XLA, "sagemaker_multi_worker_mirrored_strategy_enabled",

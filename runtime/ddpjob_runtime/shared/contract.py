@@ -35,6 +35,8 @@ PLATFORM_STAND_INS = "stand_ins"
 RESERVED_PREFIXES = ("sagemaker_", "ddpjob_")
 PROGRAM = "sagemaker_program"
 SUBMIT_DIRECTORY = "sagemaker_submit_directory"
+# what SageMaker adds to a tuning job's static hyperparameters (and its trials'): the objective
+TUNING_OBJECTIVE = "_tuning_objective_metric"
 CONTAINER_LOG_LEVEL = "sagemaker_container_log_level"
 JOB_NAME = "sagemaker_job_name"
 REGION = "sagemaker_region"

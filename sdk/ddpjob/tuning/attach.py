@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ddpjob_runtime.shared import contract
+
 from ddpjob import arguments, backends
 from ddpjob.errors import UserInputError
 from ddpjob.tuning import parameters, rules
@@ -42,7 +44,9 @@ def tuner_arguments(described: Mapping[str, Any], session: BaseSession,
                              f"has several training job definitions; ddpjob's tuner takes one")
     if estimator_cls is None:
         from ddpjob.pytorch import PyTorch as estimator_cls
-    as_training_job = {**definition, "HyperParameters": definition.get("StaticHyperParameters")}
+    static = {name: value for name, value in (definition.get("StaticHyperParameters") or {})
+              .items() if name != contract.TUNING_OBJECTIVE}  # the service adds it
+    as_training_job = {**definition, "HyperParameters": static}
     estimator = estimator_cls(session=session, **arguments.from_description(
         as_training_job, backends.LOCAL.default_image))
     config = described["HyperParameterTuningJobConfig"]

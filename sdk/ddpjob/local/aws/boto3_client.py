@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ddpjob.errors import ControlPlaneError
+from ddpjob.local.control import validation
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.tuning.tuning_plane import LocalTuningControlPlane
 from ddpjob.request import service_model
@@ -90,6 +91,22 @@ class LocalSageMakerClient:
     def delete_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
         """DeleteHyperParameterTuningJob."""
         return self._answer(self.tuning.delete_hyper_parameter_tuning_job, kwargs)
+
+    def list_tags(self, **kwargs: Any) -> dict[str, Any]:
+        """ListTags of a local training or tuning job: the Tags its request gave."""
+        return self._answer(self._tags, kwargs)
+
+    def _tags(self, **kwargs: Any) -> dict[str, Any]:
+        validation.check_shape("ListTags", kwargs)
+        kind, _, lowered = kwargs["ResourceArn"].rpartition(":")[2].partition("/")
+        store = {"training-job": self.control.store,
+                 "hyper-parameter-tuning-job": self.tuning.store}.get(kind)
+        name = next((n for n in store.names() if n.lower() == lowered), None) if store else None
+        if name is None:  # an ARN names its job in lower case
+            raise validation.client_error("ListTags", f"No resource {kwargs['ResourceArn']} "
+                                                      f"on this machine")
+        return {"Tags": store.request(name).get("Tags") or [],
+                "ResponseMetadata": {"HTTPStatusCode": 200, "RetryAttempts": 0}}
 
     def _answer(self, method: Callable[..., dict[str, Any]],
                 kwargs: dict[str, Any]) -> dict[str, Any]:

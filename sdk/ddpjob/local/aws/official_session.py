@@ -6,8 +6,9 @@ v2: `sagemaker.Session`) around a real `boto3.Session` whose botocore event syst
 HTTP request and takes the handler's answer as AWS's (an error as the `ClientError` AWS's would
 be). This module is the edge that promises AWS's shapes:
 
-- SageMaker: Create/Describe/Stop/Update/ListTrainingJobs by the local backend's client, after the
-  backend's own refusals (`local.refusals.check_request`, then the client's checks);
+- SageMaker: Create/Describe/Stop/Update/ListTrainingJobs, the tuning jobs' six calls and
+  ListTags by the local backend's client, after the backend's own refusals
+  (`local.refusals.check_request`, then the client's checks);
 - CloudWatch Logs (`logs=True`): the hosts' log files (`log_streams`); logs of jobs this home
   does not hold go to AWS, as the SDK would have sent them;
 - STS GetCallerIdentity and IAM GetRole / SimulatePrincipalPolicy: a local account
@@ -50,8 +51,11 @@ SDK_CONFIG: dict[str, Any] = {
 }
 _PARAMS = "ddpjob_api_params"  # where the request's API parameters wait for `before-call`
 #: What the local backend's boto3-shaped client answers as it is.
-_CLIENT_CALLS = {("sagemaker", op) for op in ("DescribeTrainingJob", "StopTrainingJob",
-                                               "UpdateTrainingJob", "ListTrainingJobs")}
+_CLIENT_CALLS = {("sagemaker", op) for op in (
+    "DescribeTrainingJob", "StopTrainingJob", "UpdateTrainingJob", "ListTrainingJobs",
+    "CreateHyperParameterTuningJob", "DescribeHyperParameterTuningJob",
+    "StopHyperParameterTuningJob", "ListTrainingJobsForHyperParameterTuningJob",
+    "ListHyperParameterTuningJobs", "DeleteHyperParameterTuningJob", "ListTags")}
 
 
 def _ok(parsed: dict[str, Any]) -> Answer:

@@ -41,6 +41,9 @@ def describe(request: dict[str, Any], state: JobState) -> dict[str, Any]:
     }
     response.update({key: request[key] for key in _ECHOED if key in request})
     response.setdefault("StoppingCondition", {})
+    # SageMaker answers an output config without a key with an empty KmsKeyId (the official
+    # SDK v2's `attach`, and so `best_estimator()`, reads it).
+    response["OutputDataConfig"] = {"KmsKeyId": "", **response["OutputDataConfig"]}
     if state.failure_reason:
         response["FailureReason"] = state.failure_reason
     if state.tuning_job_arn:

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from ddpjob.local.base.arns import job_arn, tuning_job_arn
+from ddpjob.local.tuning import trials
 from ddpjob.local.tuning.tuningstate import Trial, TuningState
 
 CONFIG = "HyperParameterTuningJobConfig"
@@ -76,6 +77,13 @@ def describe(request: dict[str, Any], state: TuningState) -> dict[str, Any]:
             (state.end_time or time.time()) - state.creation_time)},
     }
     response.update({key: request[key] for key in _ECHOED if key in request})
+    if "TrainingJobDefinition" in response:  # as the service keeps it: its objective, resources
+        definition = response["TrainingJobDefinition"]
+        static = definition.get("StaticHyperParameters") or {}
+        response["TrainingJobDefinition"] = {
+            **definition, "ResourceConfig": trials.resources(definition),
+            "StaticHyperParameters": {**static, **trials.objective_hyperparameter(
+                static, objective(request)["MetricName"])}}
     if state.end_time is not None:
         response["HyperParameterTuningEndTime"] = _time(state.end_time)
     if (found := best(request, state)) is not None:

@@ -12,7 +12,8 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-OBJECTIVE_HYPERPARAMETER = "_tuning_objective_metric"
+from ddpjob_runtime.shared import contract
+
 # The definition's members that a CreateTrainingJob request takes as they are.
 _CARRIED = ("RoleArn", "InputDataConfig", "OutputDataConfig", "VpcConfig", "StoppingCondition",
             "EnableNetworkIsolation", "EnableInterContainerTrafficEncryption",
@@ -34,23 +35,33 @@ def _json_encoded(static: Mapping[str, str]) -> bool:
         return False
 
 
+def objective_hyperparameter(static: Mapping[str, str], objective: str) -> dict[str, str]:
+    """The service's `_tuning_objective_metric`, which it adds to the definition's static
+    hyperparameters and so to every trial's."""
+    return {contract.TUNING_OBJECTIVE: json.dumps(objective) if _json_encoded(static)
+            else objective}
+
+
 def trial_request(definition: Mapping[str, Any], name: str, values: Mapping[str, str],
                   objective: str) -> dict[str, Any]:
     """The CreateTrainingJob request of trial `name` with the tuned `values`, whose tuning
     job's objective metric is `objective`."""
     static = dict(definition.get("StaticHyperParameters") or {})
     algorithm = definition["AlgorithmSpecification"]
-    resources = definition.get("ResourceConfig") or _resources(
-        definition["HyperParameterTuningResourceConfig"])
     request = {key: definition[key] for key in _CARRIED if key in definition}
     request.update(
         TrainingJobName=name,
         AlgorithmSpecification={k: algorithm[k] for k in _ALGORITHM if k in algorithm},
-        ResourceConfig=resources,
-        HyperParameters={**static, **values, OBJECTIVE_HYPERPARAMETER:
-                         json.dumps(objective) if _json_encoded(static) else objective},
+        ResourceConfig=resources(definition),
+        HyperParameters={**static, **values, **objective_hyperparameter(static, objective)},
     )
     return request
+
+
+def resources(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The definition's ResourceConfig, or its `HyperParameterTuningResourceConfig` as one."""
+    return definition.get("ResourceConfig") or _resources(
+        definition["HyperParameterTuningResourceConfig"])
 
 
 def _resources(config: Mapping[str, Any]) -> dict[str, Any]:

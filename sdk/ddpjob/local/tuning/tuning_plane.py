@@ -28,7 +28,7 @@ from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
 from ddpjob.local.base import proctree
 from ddpjob.local.base.arns import tuning_job_arn
 from ddpjob.local.base.jobstore import JobExists
-from ddpjob.local.control import validation
+from ddpjob.local.control import refusals, validation
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.tuning import answers, controller, trials
 from ddpjob.local.tuning.tuningstate import TuningState, TuningStatus
@@ -111,7 +111,8 @@ class LocalTuningControlPlane:
         trial = trials.trial_request(request["TrainingJobDefinition"],
                                      trials.trial_name(request["HyperParameterTuningJobName"], 1),
                                      first, answers.objective(request)["MetricName"])
-        self.control.checked_request(trial)  # what no trial of it could run is refused now
+        refusals.check_request(trial)  # what no trial of it could run is refused now
+        self.control.checked_request(trial)
         return request
 
     def describe_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
