@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ddpjob import backends, interrupt_cli, log_lines, pools_cli
+from ddpjob import backends, interrupt_cli, log_lines, pools_cli, tuning_cli
 from ddpjob.config import Config, load_config, load_spec, merge_defaults, resolve_backend
 from ddpjob.errors import (
     ControlPlaneError,
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     cache.add_argument("--config", help=_CONFIG_HELP)
     pools_cli.add_parser(commands, _CONFIG_HELP)
     interrupt_cli.add_parser(commands, _CONFIG_HELP)
+    tuning_cli.add_parser(commands, _add_backend_options)
     return parser
 
 
@@ -186,11 +187,6 @@ def _add_job_commands(commands: argparse._SubParsersAction) -> None:
     download.add_argument("--step", type=_int_at_least(0),
                           help="with --checkpoint: this step, not the latest")
     _add_backend_options(download)
-
-
-def _stacks(args: argparse.Namespace, config: Config) -> int:
-    print(_session(args, config).stacks(args.name), end="")
-    return EXIT_OK
 
 
 def _session(args: argparse.Namespace, config: Config, backend: str | None = None):
@@ -338,7 +334,8 @@ def _cache(args: argparse.Namespace, config: Config) -> int:
 
 _COMMANDS = {"run": _run, "jobs": _jobs, "logs": _logs, "stop": _stop, "download": _download,
              "cache": _cache, "pools": pools_cli.run, "interrupt": interrupt_cli.run,
-             "stacks": _stacks}
+             "stacks": lambda a, c: print(_session(a, c).stacks(a.name), end="") or EXIT_OK,
+             "tuning-jobs": lambda a, c: tuning_cli.run(a, _session(a, c))}
 
 
 def _error(message: str, *, bad_input: bool = False) -> None:

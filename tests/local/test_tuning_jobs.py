@@ -147,6 +147,33 @@ def test_a_grid_runs_every_combination_once(session: LocalSession, tmp_path: Pat
     assert described["BestTrainingJob"]["TunedHyperParameters"] == {"level": "3"}
 
 
+def test_the_cli_lists_a_tuning_job_with_its_trials_and_prints_their_logs(
+        session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from ddpjob.cli import main
+
+    ranges = {"CategoricalParameterRanges": [{"Name": "level", "Values": ["2", "3"]}]}
+    session.sagemaker_client.create_hyper_parameter_tuning_job(**tuning_request(
+        session, tmp_path, "cli", strategy="Grid", jobs=None, parallel=2, ranges=ranges))
+    wait_tuning(session, "cli")
+    config = tmp_path / "config.yaml"
+    config.write_text(f"home: {session.home}\n")
+    monkeypatch.setenv("DDPJOB_CONFIG", str(config))
+    monkeypatch.delenv("DDPJOB_HOME", raising=False)
+    capsys.readouterr()
+    assert main(["tuning-jobs", "list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[0].startswith("cli\tCompleted\t")
+    assert sorted(line.split("\t")[2] for line in listed[1:]) == ["loss=0", "loss=1"]
+    assert all(re.match(r"  cli-00[12]-[0-9a-f]{8}\tCompleted\t", line) for line in listed[1:])
+    assert main(["tuning-jobs", "logs", "cli"]) == 0
+    assert len(re.findall(r"^cli-00[12]-[0-9a-f]{8} \[algo-1\] loss=", capsys.readouterr().out,
+                          re.M)) == 2
+    assert main(["tuning-jobs", "describe", "cli"]) == 0
+    assert json.loads(capsys.readouterr().out)["HyperParameterTuningJobStatus"] == "Completed"
+    assert main(["tuning-jobs", "stop", "cli"]) == 3  # an ended job: one line
+
+
 def test_no_success_in_five_attempts_fails_the_tuning_job(
         session: LocalSession, tmp_path: Path) -> None:
     request = tuning_request(session, tmp_path, "hopeless", jobs=8, parallel=2,
