@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -31,11 +32,15 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--level", type=float)
 parser.add_argument("--sleep", type=float, default=0)
 parser.add_argument("--fail", default="no")
+parser.add_argument("--epochs", type=int, default=1)
 args, _ = parser.parse_known_args()
 time.sleep(args.sleep)
 if args.fail == "yes":
     raise SystemExit("trial failed on purpose")
-print(f"loss={(args.level - 3) ** 2:.6f}", flush=True)
+for epoch in range(args.epochs):
+    print(f"loss={(args.level - 3) ** 2:.6f}", flush=True)
+    if epoch < args.epochs - 1:
+        time.sleep(1)
 '''
 LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.eE+-]+)"}]
 
@@ -145,6 +150,39 @@ def test_a_grid_runs_every_combination_once(session: LocalSession, tmp_path: Pat
         HyperParameterTuningJobName="grid")["TrainingJobSummaries"]
     assert sorted(t["TunedHyperParameters"]["level"] for t in trials) == ["1", "3", "4"]
     assert described["BestTrainingJob"]["TunedHyperParameters"] == {"level": "3"}
+
+
+def test_early_stopping_stops_the_trials_the_median_rule_names_and_no_other(
+        session: LocalSession, tmp_path: Path) -> None:
+    """Each trial prints its loss once a second, 4 epochs, one trial at a time: from the fourth
+    on, a trial whose loss is above the median of the trials before it is stopped at once,
+    and one below it runs to its end."""
+    request = tuning_request(session, tmp_path, "early", jobs=7, parallel=1,
+                             static={"epochs": "4"})
+    request["HyperParameterTuningJobConfig"]["TrainingJobEarlyStoppingType"] = "Auto"
+    session.sagemaker_client.create_hyper_parameter_tuning_job(**request)
+    described = wait_tuning(session, "early")
+    assert described["HyperParameterTuningJobStatus"] == "Completed", described
+    trials = session.sagemaker_client.list_training_jobs_for_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName="early", SortBy="Name", SortOrder="Ascending",
+    )["TrainingJobSummaries"]
+    losses = [(float(t["TunedHyperParameters"]["level"]) - 3) ** 2 for t in trials]
+    for number, (trial, loss) in enumerate(zip(trials, losses, strict=True)):
+        # The median at the first epoch (every trial before) or at a later one (those that ran
+        # to the end): worse than both, stopped; better than both, never.
+        ran = [v for v, t in zip(losses[:number], trials, strict=False)
+               if t["TrainingJobStatus"] == "Completed"]
+        if number < 3:
+            assert trial["TrainingJobStatus"] == "Completed", (number, losses)
+            continue
+        medians = [statistics.median(losses[:number])] + ([statistics.median(ran)]
+                                                          if len(ran) >= 3 else [])
+        if loss > max(medians):
+            assert trial["TrainingJobStatus"] == "Stopped", (number, losses)
+        elif loss <= min(medians):
+            assert trial["TrainingJobStatus"] == "Completed", (number, losses)
+    assert {t["TrainingJobStatus"] for t in trials} == {"Stopped", "Completed"}  # the seed's
+    assert_no_processes(session.home)
 
 
 def test_the_cli_lists_a_tuning_job_with_its_trials_and_prints_their_logs(

@@ -23,9 +23,10 @@ from ddpjob.errors import DdpjobError
 from ddpjob.local.base import detached
 from ddpjob.local.base.arns import tuning_job_arn
 from ddpjob.local.control.control_plane import LocalControlPlane
-from ddpjob.local.tuning import answers, trials
+from ddpjob.local.tuning import answers, early_stopping, trials
 from ddpjob.local.tuning.tuningstate import Trial, TuningState, TuningStatus
 from ddpjob.local.tuning.tuningstore import TuningStore
+from ddpjob.local.watch import metrics
 from ddpjob.tuning import strategies
 
 log = logging.getLogger("ddpjob.local.tuning.controller")
@@ -84,6 +85,10 @@ class Controller:
         self.metric = answers.objective(self.request)["MetricName"]
         self.max_runtime_s = self.request[answers.CONFIG]["ResourceLimits"].get(
             "MaxRuntimeInSeconds")
+        config = self.request[answers.CONFIG]
+        self.early_stopping = config.get("TrainingJobEarlyStoppingType", "Off") == "Auto"
+        self.minimize = answers.objective(self.request)["Type"] == "Minimize"
+        self.stopped_early: set[str] = set()
         if note:
             log.info("%s", note)
             self.store.update(name, lambda s: setattr(s, "note", note) or True)
@@ -96,6 +101,7 @@ class Controller:
                 return
             ending = self._ending(state)
             if ending is None:
+                self._stop_early(state)
                 self._launch(state)
             elif self._stop_trials(state):  # the job ends once none of its trials runs
                 self._end(*ending)
@@ -144,6 +150,24 @@ class Controller:
                 "objective": trials.objective_value(described, self.metric),
                 "start_time": times["TrainingStartTime"] and times["TrainingStartTime"].timestamp(),
                 "end_time": times["TrainingEndTime"] and times["TrainingEndTime"].timestamp()}
+
+    def _stop_early(self, state: TuningState) -> None:
+        """Stop each running trial the median rule says to stop (early stopping "Auto")."""
+        if not self.early_stopping:
+            return
+        series = {t.name: early_stopping.objective_series(
+            metrics.series(self.control.store.job_dir(t.name)), self.metric)
+            for t in state.trials if t.start_time is not None or t.ended}
+        for index, trial in enumerate(state.trials):
+            if trial.ended or trial.name in self.stopped_early or trial.name not in series:
+                continue
+            previous = [series[t.name] for t in state.trials[:index] if t.name in series]
+            if early_stopping.should_stop(series[trial.name], previous, self.minimize):
+                log.info("early stopping %s: its %s at epoch %d is worse than the median of the "
+                         "trials before it", trial.name, self.metric, len(series[trial.name]))
+                self.stopped_early.add(trial.name)
+                with contextlib.suppress(DdpjobError):  # it ended meanwhile
+                    self.control.stop_training_job(TrainingJobName=trial.name)
 
     def _stop_trials(self, state: TuningState) -> bool:
         """Ask every running trial to stop; True once none runs."""

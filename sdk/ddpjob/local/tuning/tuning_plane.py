@@ -104,9 +104,6 @@ class LocalTuningControlPlane:
         if config.get("TuningJobCompletionCriteria"):
             raise _refused(op, f"{answers.CONFIG}.TuningJobCompletionCriteria: not applied by "
                                f"local tuning jobs yet (docs/tuning.md)")
-        if config.get("TrainingJobEarlyStoppingType", "Off") != "Off":
-            raise _refused(op, f"{answers.CONFIG}.TrainingJobEarlyStoppingType: local tuning "
-                               f"jobs run with Off only, for now (docs/tuning.md)")
         first = next(controller.values_of(request))
         trial = trials.trial_request(request["TrainingJobDefinition"],
                                      trials.trial_name(request["HyperParameterTuningJobName"], 1),
