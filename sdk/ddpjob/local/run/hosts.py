@@ -26,6 +26,7 @@ from ddpjob.local.run import failure_cause, proctree, staging, templates
 from ddpjob.local.run.templates import Template
 from ddpjob.local.warmpools import poolcache, pools
 from ddpjob.local.warmpools.poolkeeper import Lease
+from ddpjob.local.watch import rank_output
 
 log = logging.getLogger("ddpjob.local.run.supervisor")
 
@@ -84,6 +85,7 @@ class Hosts:
         self.signalled_at: float | None = None  # when `terminate` first signalled the hosts
         self.grace_s = STOP_GRACE_S  # of the last `terminate`
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
+        self.log_starts: dict[str, int] = {}  # each host's log size when it was started
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
         self.rendezvous: socket.socket | None = None  # holds the port: see `reserve_port`
@@ -193,6 +195,7 @@ class Hosts:
             elif give_up:
                 preexec = capabilities.preexec(capabilities.droppable(give_up), preexec)
             with open(self.log_file(host), "ab") as out:
+                self.log_starts[host] = out.tell()
                 self.procs[host] = subprocess.Popen(
                     host_command, cwd=root, env=self._env(root, gpu_ids, cache),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -267,7 +270,10 @@ class Hosts:
         if self.rendezvous is not None:  # its store is gone; a restart reserves a fresh port
             self.rendezvous.close()
             self.rendezvous = None
-        for host in self.names:  # what a killed host could not remove itself
+        for index, host in enumerate(self.names):  # what a killed host could not remove itself
+            if not self.kind.runs_image_program and host in self.log_starts:
+                rank_output.recover(self.job_dir / "hosts" / host / "tmp", self.log_file(host),
+                                    self.log_starts[host], index)
             shutil.rmtree(self.job_dir / "hosts" / host / "tmp", ignore_errors=True)
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool
 
