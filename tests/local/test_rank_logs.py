@@ -33,10 +33,12 @@ def test_each_worker_line_names_its_rank_and_metrics_still_match(
 ) -> None:
     """2 hosts x 2 workers: every line of every rank reaches its own host's log whole, after
     `[rank <global rank>] `; `logs()` shows it as `[algo-N rank R]`; a metric's Regex finds its
-    value behind the prefix; the host's log says what it starts in one line, not the command."""
+    value behind the prefix; the host's log says what it starts in one line, not the command.
+    Real torchrun (its `--tee`) and gloo barriers; the job's fixed `PYTHONHASHSEED` has the
+    workers forked from the template (the lines, not a hash seed per rank, are the subject)."""
     name = "rank-lines"
     request = training_request(session, name, source_tar(tmp_path / "src", JOBS / "rank_lines.py"),
-                               "rank_lines.py", hosts=2)
+                               "rank_lines.py", hosts=2, hash_seed="0")
     request["AlgorithmSpecification"]["MetricDefinitions"] = [
         {"Name": "loss", "Regex": r"rank 3: loss=([0-9.]+)"}]
     session.sagemaker_client.create_training_job(**request)
