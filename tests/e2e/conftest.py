@@ -49,11 +49,14 @@ def session(tmp_path: Path) -> Iterator[LocalSession]:
 
 
 def estimator(session: LocalSession, bucket: str, **kwargs: Any) -> PyTorch:
-    """A PyTorch estimator of jobs/linreg.py whose code and outputs go to s3://bucket/."""
+    """A PyTorch estimator of jobs/linreg.py whose code and outputs go to s3://bucket/: real
+    torchrun, DDP and checkpoints from the ranks; the job fixes `PYTHONHASHSEED`, so its
+    workers are forked from the job's template (a hash seed per rank is not the subject)."""
     settings: dict[str, Any] = {
         "source_dir": str(JOBS), "dependencies": [str(GROUP_TEARDOWN)],
         "instance_type": "local", "instance_count": 1,
         "distribution": {"torch_distributed": {"enabled": True}},
+        "environment": {"PYTHONHASHSEED": "0"},
         "output_path": f"s3://{bucket}/output", "code_location": f"s3://{bucket}/code",
         "max_run": JOB_TIMEOUT_S, "session": session,
     }  # fmt: skip
