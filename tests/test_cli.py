@@ -278,7 +278,8 @@ def test_a_failing_job_exits_1_with_one_line(home: Path) -> None:
 @pytest.mark.slow
 def test_stop_a_running_job_from_another_process(home: Path, tmp_path: Path) -> None:
     """`ddpjob run` waits on a job that never ends; `ddpjob stop` from a second process ends
-    it: stop exits 0, the waiting run exits 1 (Stopped), and no process of the job is left."""
+    it: stop exits 0, the waiting run exits 1 (Stopped), and no process of the job is left.
+    The job is a plain script that imports no torch (the CLI and the stop are the subject)."""
     env = {**os.environ}
     out, err = tmp_path / "run.out", tmp_path / "run.err"
     with open(out, "w") as stdout, open(err, "w") as stderr:

@@ -41,6 +41,12 @@ _RESUMED = re.compile(r"\bresumed rank=(\d+) step=(\d+)")
 _FRESH = re.compile(r"\bfresh start rank=(\d+)")
 
 
+#: The environment of e2e's jobs: real torchrun, DDP and checkpoints from the ranks, with a
+#: fixed `PYTHONHASHSEED`, so that the workers are forked from the job's template instead of
+#: each importing torch (a hash seed per rank is not what these tests prove; docs/testing.md).
+FORKED_WORKERS = {"PYTHONHASHSEED": "0"}
+
+
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[LocalSession]:
     """A LocalSession in a fresh home; after the test, no process of its jobs may be left."""
@@ -49,11 +55,13 @@ def session(tmp_path: Path) -> Iterator[LocalSession]:
 
 
 def estimator(session: LocalSession, bucket: str, **kwargs: Any) -> PyTorch:
-    """A PyTorch estimator of jobs/linreg.py whose code and outputs go to s3://bucket/."""
+    """A PyTorch estimator of jobs/linreg.py whose code and outputs go to s3://bucket/ (its
+    workers forked: `FORKED_WORKERS`)."""
     settings: dict[str, Any] = {
         "source_dir": str(JOBS), "dependencies": [str(GROUP_TEARDOWN)],
         "instance_type": "local", "instance_count": 1,
         "distribution": {"torch_distributed": {"enabled": True}},
+        "environment": FORKED_WORKERS,
         "output_path": f"s3://{bucket}/output", "code_location": f"s3://{bucket}/code",
         "max_run": JOB_TIMEOUT_S, "session": session,
     }  # fmt: skip

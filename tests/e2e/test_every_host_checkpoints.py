@@ -13,7 +13,7 @@ import pytest
 from ddpjob import LocalSession, PyTorch
 
 from tests.conftest import GROUP_TEARDOWN
-from tests.e2e.conftest import JOB_TIMEOUT_S, log_lines, wait_until_ended
+from tests.e2e.conftest import FORKED_WORKERS, JOB_TIMEOUT_S, log_lines, wait_until_ended
 from tests.local.conftest import assert_no_processes
 
 pytestmark = pytest.mark.slow
@@ -29,8 +29,9 @@ def keys(bucket: str, prefix: str) -> list[str]:
 
 def _run(session: LocalSession, bucket: str, name: str, workers: int,
          **hyperparameters: Any) -> list[str]:
-    """A 2-host job of every_host.py checkpointing to s3://bucket/ckpt/run; both hosts' log
-    lines once it Completed."""
+    """A 2-host job of every_host.py checkpointing to s3://bucket/ckpt/run (torchrun and the
+    ranks' checkpoints, its workers forked: `FORKED_WORKERS`); both hosts' log lines once it
+    Completed."""
     est = PyTorch(entry_point="every_host.py", source_dir=str(JOBS),
                   dependencies=[str(GROUP_TEARDOWN)], instance_type="local",
                   instance_count=2, hyperparameters=hyperparameters,
@@ -38,7 +39,7 @@ def _run(session: LocalSession, bucket: str, name: str, workers: int,
                                 "processes_per_host": workers},
                   output_path=f"s3://{bucket}/output", code_location=f"s3://{bucket}/code",
                   checkpoint_s3_uri=f"s3://{bucket}/ckpt/run", max_run=JOB_TIMEOUT_S,
-                  session=session)
+                  environment=FORKED_WORKERS, session=session)
     est.fit(wait=False, job_name=name)
     job = wait_until_ended(session, name)
     lines = [line for host in ("algo-1", "algo-2") for line in log_lines(session, name, host)]

@@ -13,7 +13,7 @@ import pytest
 import torch
 from ddpjob import LocalSession, PyTorch
 
-from tests.e2e.conftest import JOB_TIMEOUT_S, log_lines, wait_until_ended
+from tests.e2e.conftest import FORKED_WORKERS, JOB_TIMEOUT_S, log_lines, wait_until_ended
 from tests.local.conftest import assert_no_processes
 
 pytestmark = pytest.mark.slow
@@ -31,13 +31,15 @@ def _object(bucket: str, key: str) -> bytes:
 
 
 def _run(session: LocalSession, bucket: str, name: str, epoch: int, token: str) -> list[str]:
+    """plain_save.py on 2 hosts under torchrun (its workers forked: `FORKED_WORKERS`); both
+    hosts' log lines once it Completed."""
     est = PyTorch(entry_point="plain_save.py", source_dir=str(JOBS), instance_type="local",
                   instance_count=2, distribution={"torch_distributed": {"enabled": True}},
                   hyperparameters={"epoch": epoch, "token": token},
                   output_path=f"s3://{bucket}/output", code_location=f"s3://{bucket}/code",
                   checkpoint_s3_uri=f"s3://{bucket}/ckpt/run",
                   tensorboard_output_config={"S3OutputPath": f"s3://{bucket}/tb/{name}"},
-                  max_run=JOB_TIMEOUT_S, session=session)
+                  max_run=JOB_TIMEOUT_S, environment=FORKED_WORKERS, session=session)
     est.fit(wait=False, job_name=name)
     job = wait_until_ended(session, name)
     lines = [line for host in ("algo-1", "algo-2") for line in log_lines(session, name, host)]

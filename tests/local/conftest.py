@@ -93,9 +93,17 @@ def source_tar(folder: Path, *scripts: Path) -> str:
 def training_request(
     session: LocalSession, name: str, source: str, program: str, *, hosts: int = 1,
     workers: int = 2, hyperparameters: dict[str, str] | None = None, distributed: bool = True,
-    **extra: Any,
+    hash_seed: str | None = None, **extra: Any,
 ) -> dict[str, Any]:  # fmt: skip
-    """A CreateTrainingJob request shaped like the official SDK's for a PyTorch DDP job."""
+    """A CreateTrainingJob request shaped like the official SDK's for a PyTorch DDP job.
+
+    A test whose subject is not torch asks for a plain script (`distributed=False, workers=1`:
+    one process per host, no torchrun); one that needs torchrun but not a hash seed per rank
+    passes `hash_seed` (the job's `PYTHONHASHSEED`): its workers are then forked from the job's
+    template instead of each starting an interpreter that imports torch (docs/testing.md).
+    """
+    if hash_seed is not None:
+        extra["Environment"] = {**extra.get("Environment", {}), "PYTHONHASHSEED": hash_seed}
     hps = {
         "sagemaker_program": f'"{program}"',
         "sagemaker_submit_directory": f'"{source}"',

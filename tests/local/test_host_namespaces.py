@@ -36,9 +36,13 @@ EXPECTED = {name: hashlib.sha256(data).hexdigest() for name, data in FILES.items
 
 def _run(session: LocalSession, tmp_path: Path, name: str, script: str, hosts: int,
          **extra) -> dict:
+    """`script` on `hosts` hosts x 1 worker under torchrun (plain torch.distributed, gloo); the
+    fixed `PYTHONHASHSEED` has the workers forked from the job's template, in their host's
+    namespace as every process of the host (the hosts' isolation, not a hash seed per rank, is
+    the subject)."""
     source = source_tar(tmp_path / f"src-{name}", JOBS / script)
     session.sagemaker_client.create_training_job(**training_request(
-        session, name, source, script, hosts=hosts, workers=1, **extra))
+        session, name, source, script, hosts=hosts, workers=1, hash_seed="0", **extra))
     job = wait_until_ended(session, name)
     assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"),
                                                      log_text(session, name, "algo-1"))

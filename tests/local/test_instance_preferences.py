@@ -18,10 +18,11 @@ SCRIPT = "import os\nprint('hosts', os.environ['SM_HOSTS'], flush=True)\n"
 
 def _preferring(session: LocalSession, tmp_path: Path, name: str,
                 candidates: list[dict]) -> dict:
+    """A plain script, one process per host (no torchrun): which hosts run is the subject."""
     script = tmp_path / "hosts.py"
     script.write_text(SCRIPT)
     request = training_request(session, name, source_tar(tmp_path / "src", script), "hosts.py",
-                               workers=1)
+                               workers=1, distributed=False)
     resources = request["ResourceConfig"]
     del resources["InstanceType"], resources["InstanceCount"]
     resources["InstancePreferences"] = candidates

@@ -46,14 +46,17 @@ def _in_order(seen: list[str], expected: list[str]) -> bool:
 
 
 def test_two_jobs_at_once_one_host_two_workers(session: LocalSession, tmp_path: Path) -> None:
-    """Two 1-host x 2-worker jobs side by side: own folders, own ports, both complete."""
+    """Two 1-host x 2-worker jobs side by side: own folders, own ports, both complete. Real
+    torchrun, DDP (the example) and gloo; the jobs' fixed `PYTHONHASHSEED` has the workers
+    forked from their templates (a hash seed per rank is not what this proves)."""
     client = session.sagemaker_client
     source = source_tar(tmp_path / "src", EXAMPLE / "train.py", JOBS / "noop.py")
     client.create_training_job(**training_request(
-        session, "mnist-1x2", source, "train.py",
+        session, "mnist-1x2", source, "train.py", hash_seed="0",
         hyperparameters={"epochs": "1", "samples": "512"},
     ))  # fmt: skip
-    client.create_training_job(**training_request(session, "noop-1x2", source, "noop.py"))
+    client.create_training_job(**training_request(session, "noop-1x2", source, "noop.py",
+                                                  hash_seed="0"))
     listed = {j["TrainingJobName"] for j in session.list()}
     assert listed == {"mnist-1x2", "noop-1x2"}
 
@@ -101,10 +104,12 @@ def test_a_failing_rank_fails_the_job_and_stops_every_host(
     """Rank 3 (on algo-2) raises: the job ends Failed naming host, rank and exception, and the
     failure reads like a compiler error: the cause first, then the user's traceback, nothing
     misleading around it (no traceback from the stopped host, no torchrun banner, no
-    checkpoint said to be restored when there was none, no replay of the logs on attach)."""
+    checkpoint said to be restored when there was none, no replay of the logs on attach).
+    Real torchrun and a gloo group; the job's fixed `PYTHONHASHSEED` has the workers forked
+    from the template (a hash seed per rank is not what this proves)."""
     source = source_tar(tmp_path / "src", JOBS / "fail_rank.py")
     session.sagemaker_client.create_training_job(**training_request(
-        session, "fails", source, "fail_rank.py", hosts=2, workers=2,
+        session, "fails", source, "fail_rank.py", hosts=2, workers=2, hash_seed="0",
         hyperparameters={"fail-rank": "3", "others-sleep": "1"},
         CheckpointConfig={"S3Uri": (tmp_path / "ckpt").as_uri()},
     ))  # fmt: skip
@@ -161,10 +166,12 @@ def test_attach_describe_and_stop_from_another_process(
     session: LocalSession, tmp_path: Path
 ) -> None:
     """A second process follows the logs, describes, lists and stops a running job (with the
-    official session's `describe_training_job` and `stop_training_job`)."""
+    official session's `describe_training_job` and `stop_training_job`). The job is a plain
+    script on 2 hosts, no torchrun: what is proven is the supervisor's and the client's (the
+    job outlives the notebook, both hosts' logs are followed, the stop ends every process)."""
     source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
     session.sagemaker_client.create_training_job(**training_request(
-        session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1,
+        session, "sleeper", source, "sleep_forever.py", hosts=2, workers=1, distributed=False,
     ))  # fmt: skip
     wait_for(lambda: session.describe("sleeper").raw["SecondaryStatus"] == "Training",
              JOB_TIMEOUT_S, "the job to train")
@@ -197,7 +204,8 @@ def test_attach_describe_and_stop_from_another_process(
 
 
 def test_max_runtime_stops_the_job(session: LocalSession, tmp_path: Path) -> None:
-    """MaxRuntimeInSeconds ends a job that runs too long: Stopped / MaxRuntimeExceeded."""
+    """MaxRuntimeInSeconds ends a job that runs too long: Stopped / MaxRuntimeExceeded (a
+    plain script that imports no torch: the supervisor's timeout is the subject)."""
     source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
     session.sagemaker_client.create_training_job(**training_request(
         session, "too-long", source, "sleep_forever.py", workers=1, distributed=False,
@@ -212,7 +220,8 @@ def test_max_runtime_stops_the_job(session: LocalSession, tmp_path: Path) -> Non
 def test_a_dead_supervisor_fails_the_job_and_its_hosts_end(
     session: LocalSession, tmp_path: Path
 ) -> None:
-    """If the supervisor is killed, describe says Failed (not InProgress forever); hosts end."""
+    """If the supervisor is killed, describe says Failed (not InProgress forever); hosts end
+    (a plain script that imports no torch: the subject is the supervisor's death)."""
     source = source_tar(tmp_path / "src", JOBS / "sleep_forever.py")
     client = session.sagemaker_client
     client.create_training_job(**training_request(

@@ -21,9 +21,12 @@ from tests.local.conftest import (
     wait_until_ended,
 )
 
+# A plain script, one process per host (no torchrun, no torch): the supervisor's matching of
+# every host's log is the subject; that a metric still matches behind torchrun's `[rank N] `
+# prefix is test_rank_logs.py's.
 SCRIPT = """
 import os, sys, time
-rank = int(os.environ["RANK"])
+rank = int(os.environ["SM_CURRENT_HOST"].removeprefix("algo-")) - 1
 for step in range(4):
     if rank == 0:
         print(f"step={step} loss={1.0 / (step + 1)}", flush=True)
@@ -40,7 +43,7 @@ def _request(session, tmp_path: Path, name: str, definitions: list[dict]) -> dic
     script = tmp_path / "metrics_job.py"
     script.write_text(SCRIPT)
     request = training_request(session, name, source_tar(tmp_path / "code", script),
-                               "metrics_job.py", hosts=2, workers=1)
+                               "metrics_job.py", hosts=2, workers=1, distributed=False)
     request["AlgorithmSpecification"]["MetricDefinitions"] = definitions
     return request
 

@@ -90,13 +90,15 @@ def test_a_job_keeps_its_port_when_another_program_binds_it_first(
 ) -> None:
     """Between the supervisor choosing the port and the first host's store binding it, another
     program binds the port and listens (`port_intruder`): the bind is refused and the job
-    completes on that port. A port only found free would be taken and the job would fail."""
+    completes on that port. A port only found free would be taken and the job would fail.
+    Real torchrun (its store binds the port); the job's fixed `PYTHONHASHSEED` has the workers
+    forked from the template (the port, not a hash seed per rank, is the subject)."""
     monkeypatch.setenv("PYTHONPATH", str(SUPERVISORS))  # the supervisor's `python -m`
     monkeypatch.setattr(control_plane, "SUPERVISOR_MODULE", "port_intruder")
     source = source_tar(tmp_path / "src", JOBS / "noop.py")
     name = "port-race"
     session.sagemaker_client.create_training_job(**training_request(session, name, source,
-                                                                    "noop.py"))
+                                                                    "noop.py", hash_seed="0"))
     job = wait_until_ended(session, name)
     intruder = json.loads((session.job_dir(name) / "intruder.json").read_text())
     platform = json.loads(

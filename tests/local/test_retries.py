@@ -2,6 +2,8 @@
 
 The test SIGKILLs algo-2's `ddpjob-train` (the platform failing, not the user's script) once
 the first attempt checkpointed; a retry starts every host again from the latest checkpoint.
+Real torchrun and gloo groups (rank 0's checkpoints); every job fixes `PYTHONHASHSEED`, so its
+workers are forked from the job's template (a hash seed per rank is not the subject).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def _job(session: LocalSession, tmp_path: Path, name: str, retries: int | None,
     retry = {"RetryStrategy": {"MaximumRetryAttempts": retries}} if retries else {}
     session.sagemaker_client.create_training_job(**training_request(
         session, name, source, "retryable.py", hosts=2, workers=1, hyperparameters=hps,
-        CheckpointConfig={"S3Uri": (tmp_path / "checkpoints").as_uri()}, **retry,
+        hash_seed="0", CheckpointConfig={"S3Uri": (tmp_path / "checkpoints").as_uri()}, **retry,
     ))  # fmt: skip
     for first_step in (0, 2)[:kills]:  # attempt 1 waits after steps 0-1, attempt 2 after 2-3
         _kill_algo_2_when_ready(session, name, first_step)
@@ -103,7 +105,7 @@ def test_spent_retries_fail_the_job_with_the_cause_and_the_count(
 def test_a_user_error_is_never_retried(session: LocalSession, tmp_path: Path) -> None:
     source = source_tar(tmp_path / "src", JOBS / "fail_rank.py")
     session.sagemaker_client.create_training_job(**training_request(
-        session, "retry-user", source, "fail_rank.py", hosts=2, workers=1,
+        session, "retry-user", source, "fail_rank.py", hosts=2, workers=1, hash_seed="0",
         hyperparameters={"fail-rank": "1"}, RetryStrategy={"MaximumRetryAttempts": 3},
     ))  # fmt: skip
     job = wait_until_ended(session, "retry-user")

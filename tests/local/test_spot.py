@@ -2,7 +2,9 @@
 
 `spot_train.py` holds in collectives (after checkpointing) on the starts the test names, so an
 interruption asked for then lands during training; the notice's grace is shortened through
-DDPJOB_SPOT_GRACE_S (what the supervisors started by the test inherit).
+DDPJOB_SPOT_GRACE_S (what the supervisors started by the test inherit). Real torchrun, gloo
+and the ranks' checkpoints; `_start`'s jobs fix `PYTHONHASHSEED`, so their workers are forked
+from the job's (or the pool's) template: interruptions, not a hash seed per rank, are the subject.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def _start(session: LocalSession, tmp_path: Path, name: str, *, hosts: int = 2,
         extra["RetryStrategy"] = {"MaximumRetryAttempts": int(hps.pop("retries"))}
     request = training_request(
         session, name, source, "spot_train.py", hosts=hosts, workers=1, hyperparameters=hps,
-        CheckpointConfig={"S3Uri": checkpoints.as_uri()}, **extra)
+        hash_seed="0", CheckpointConfig={"S3Uri": checkpoints.as_uri()}, **extra)
     if keep_alive:
         request["ResourceConfig"]["KeepAlivePeriodInSeconds"] = keep_alive
     session.sagemaker_client.create_training_job(**request)

@@ -39,9 +39,10 @@ JOB_START_S = 240  # a guard against a hung test, not a timing assertion
 
 def _start_hung(session: LocalSession, tmp_path: Path, name: str, max_run: int = 600) -> None:
     """A 2 hosts x 2 workers job whose rank 1 sleeps while the others wait in all_reduce;
-    returns once every rank said it got there."""
+    returns once every rank said it got there. Real torchrun and gloo; the job fixes
+    `PYTHONHASHSEED`, so its workers are forked from the job's template (where there is one)."""
     source = source_tar(tmp_path / name, JOBS / HUNG)
-    request = training_request(session, name, source, HUNG, hosts=2)
+    request = training_request(session, name, source, HUNG, hosts=2, hash_seed="0")
     request["StoppingCondition"] = {"MaxRuntimeInSeconds": max_run}
     session.sagemaker_client.create_training_job(**request)
 
@@ -86,8 +87,8 @@ def test_stacks_of_a_hung_job_name_the_rank_elsewhere_and_a_stop_logs_them(
     session: LocalSession, tmp_path: Path, config: Path, capsys: pytest.CaptureFixture,
     monkeypatch: pytest.MonkeyPatch, preload: str,
 ) -> None:
-    """Forked from the job's template or each process its own interpreter: the same titles
-    and stacks."""
+    """Forked from the job's template (the workers too: the job fixes its hash seed) or each
+    process its own interpreter: the same titles and stacks."""
     monkeypatch.setenv("DDPJOB_PRELOAD", preload)
     _start_hung(session, tmp_path, "hung")
     job_dir = session.job_dir("hung")

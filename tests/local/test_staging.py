@@ -56,9 +56,13 @@ def _admitted(uri: str, distribution: str = "FullyReplicated") -> AdmittedJob:
 
 
 def _run_probe(session: LocalSession, tmp_path: Path, name: str, uri: str, hosts: int) -> dict:
+    """channel_probe.py on `hosts` hosts x 1 worker: torchrun and a gloo group order what the
+    ranks see and change (barriers); the fixed `PYTHONHASHSEED` has the workers forked from
+    the job's template (staging, not a hash seed per rank, is the subject)."""
     source = source_tar(tmp_path / f"src-{name}", JOBS / "channel_probe.py")
     session.sagemaker_client.create_training_job(**training_request(
-        session, name, source, "channel_probe.py", hosts=hosts, workers=1, **_channel(uri)))
+        session, name, source, "channel_probe.py", hosts=hosts, workers=1, hash_seed="0",
+        **_channel(uri)))
     job = wait_until_ended(session, name)
     assert job["TrainingJobStatus"] == "Completed", (job.get("FailureReason"),
                                                      log_text(session, name, "algo-1"))
@@ -169,8 +173,9 @@ def test_two_jobs_at_once_download_each_object_once(
     uri = _objects(s3_bucket, 40, 50_000)
     source = source_tar(tmp_path / "src", JOBS / "channel_probe.py")
     for name in ("twin-1", "twin-2"):
-        session.sagemaker_client.create_training_job(**training_request(
-            session, name, source, "channel_probe.py", workers=1, **_channel(uri)))
+        session.sagemaker_client.create_training_job(**training_request(  # as _run_probe's
+            session, name, source, "channel_probe.py", workers=1, hash_seed="0",
+            **_channel(uri)))
     downloaded = 0
     for name in ("twin-1", "twin-2"):
         job = wait_until_ended(session, name)

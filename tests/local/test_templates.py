@@ -103,10 +103,12 @@ def test_torchruns_log_level_is_the_hosts_although_the_template_imported_torchru
     session: LocalSession, tmp_path: Path
 ) -> None:
     """The template imports torchrun's modules before any host's environment is known; the
-    agents still log at the LOGLEVEL of the job's environment."""
+    agents still log at the LOGLEVEL of the job's environment. The job fixes `PYTHONHASHSEED`:
+    its workers fork from the template too (the agents' log level is the subject)."""
     source = source_tar(tmp_path / "loud", JOBS / "noop.py")
     session.sagemaker_client.create_training_job(**training_request(
-        session, "loud", source, "noop.py", hosts=2, Environment={"LOGLEVEL": "INFO"}))
+        session, "loud", source, "noop.py", hosts=2, Environment={"LOGLEVEL": "INFO"},
+        hash_seed="0"))
     job = wait_until_ended(session, "loud")
     assert job["TrainingJobStatus"] == "Completed", job.get("FailureReason")
     for host in ("algo-1", "algo-2"):

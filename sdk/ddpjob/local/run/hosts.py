@@ -29,6 +29,7 @@ from ddpjob.local.isolation import capabilities, gpus, hostroot, sandbox
 from ddpjob.local.run import staging
 from ddpjob.local.warmpools import poolcache, pools
 from ddpjob.local.warmpools.poolkeeper import Lease
+from ddpjob.local.watch import rank_output
 
 log = logging.getLogger("ddpjob.local.run.supervisor")
 
@@ -87,6 +88,7 @@ class Hosts:
         self.signalled_at: float | None = None  # when `terminate` first signalled the hosts
         self.grace_s = STOP_GRACE_S  # of the last `terminate`
         self.exited_at: dict[str, float] = {}  # when each host was first seen ended
+        self.log_starts: dict[str, int] = {}  # each host's log size when it was started
         self.isolation: str | None = None  # why hosts have no namespace of their own
         self.checked = False  # whether `isolation` is known
         self.rendezvous: socket.socket | None = None  # holds the port: see `reserve_port`
@@ -202,6 +204,7 @@ class Hosts:
             elif give_up:
                 preexec = capabilities.preexec(capabilities.droppable(give_up), preexec)
             with open(self.log_file(host), "ab") as out:
+                self.log_starts[host] = out.tell()
                 self.procs[host] = subprocess.Popen(
                     host_command, cwd=root, env=self._env(root, gpu_ids, cache),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -276,8 +279,11 @@ class Hosts:
         if self.rendezvous is not None:  # its store is gone; a restart reserves a fresh port
             self.rendezvous.close()
             self.rendezvous = None
-        for host in self.names:  # what a killed host could not remove itself; its home
-            for leftover in ("tmp", hostroot.HOME_DIR):  # goes as a container's does
+        for index, host in enumerate(self.names):  # what a killed host could not remove itself
+            if not self.kind.runs_image_program and host in self.log_starts:
+                rank_output.recover(self.job_dir / "hosts" / host / "tmp", self.log_file(host),
+                                    self.log_starts[host], index)
+            for leftover in ("tmp", hostroot.HOME_DIR):  # its home goes as a container's does
                 shutil.rmtree(self.job_dir / "hosts" / host / leftover, ignore_errors=True)
             poolcache.remove_place(self.job_dir / "hosts" / host)  # the cache stays in the pool
 
