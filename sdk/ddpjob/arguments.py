@@ -342,8 +342,8 @@ def from_description(description: Mapping[str, Any],
     found = {row.name: row.from_request(description) for row in ROWS}
     if found["image_uri"] == local_image:
         found["image_uri"] = None
-    return {name: value for name, value in found.items()
-            if value is not None and value != BY_NAME[name].default}
+    return {name: value for name, value in found.items()  # "": SageMaker's unset KmsKeyId
+            if value not in (None, "") and value != BY_NAME[name].default}
 
 
 def markdown_table() -> str:

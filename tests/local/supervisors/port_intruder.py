@@ -14,6 +14,7 @@ import json
 import socket
 from pathlib import Path
 
+from ddpjob.local.base.admitted import AdmittedJob
 from ddpjob.local.isolation import hostroot
 from ddpjob.local.run import supervisor
 
@@ -21,9 +22,9 @@ _held: list[socket.socket] = []
 _prepare = hostroot.prepare
 
 
-def _intrude(request: dict, host: str, master_port: int, job_dir: Path, *args: object,
+def _intrude(job: AdmittedJob, host: str, master_port: int, job_dir: Path, *args: object,
              **kwargs: object) -> Path:
-    if host == hostroot.host_names(request)[0]:
+    if host == job.hosts[0]:
         sock = socket.socket()
         try:
             sock.bind((hostroot.LOOPBACK, master_port))
@@ -35,7 +36,7 @@ def _intrude(request: dict, host: str, master_port: int, job_dir: Path, *args: o
             _held.append(sock)
             taken = True
         (job_dir / "intruder.json").write_text(json.dumps({"port": master_port, "taken": taken}))
-    return _prepare(request, host, master_port, job_dir, *args, **kwargs)
+    return _prepare(job, host, master_port, job_dir, *args, **kwargs)
 
 
 if __name__ == "__main__":
