@@ -248,7 +248,7 @@ def test_max_wait_ends_the_hosts_during_a_notice(
     SIGKILL, as for any job past it (the script ignores SIGTERM)."""
     monkeypatch.setenv(GRACE_ENV, "600")  # longer than the test waits
     _start_resume_script(session, tmp_path, "spot-notice-wait",
-                         {"MaxRuntimeInSeconds": 60, "MaxWaitTimeInSeconds": 60},
+                         {"MaxRuntimeInSeconds": 30, "MaxWaitTimeInSeconds": 30},
                          **{"ignore-sigterm": "true"})
     session.interrupt("spot-notice-wait")
     job = wait_until_ended(session, "spot-notice-wait")
