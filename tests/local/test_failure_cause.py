@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from ddpjob.local.base import failure_cause
@@ -10,7 +11,8 @@ from ddpjob_runtime.shared import failure
 
 
 def _host_output(tmp_path: Path, host: str, text: str, when: float) -> Path:
-    output = tmp_path / host / "output"
+    """`tmp_path` as a job folder: the failure of `host` written in its root's output/."""
+    output = tmp_path / "hosts" / host / "output"
     failure.write_failure(output, text, when)
     return output
 
@@ -24,8 +26,8 @@ def test_a_killed_host_beats_fallout_that_was_written_earlier(tmp_path: Path) ->
         "time": 10.0, "consequence": True,
     }  # fmt: skip
     found = [
-        failure_cause.read_host("algo-1", fallout, 1, 10.5),
-        failure_cause.read_host("algo-2", tmp_path / "algo-2" / "output", -9, 11.0),
+        failure_cause.read_host("algo-1", tmp_path, 1, 10.5),
+        failure_cause.read_host("algo-2", tmp_path, -9, 11.0),
     ]
     text = failure_cause.reason(found, 1024)
     assert text.startswith("AlgorithmError: host algo-2: ddpjob-train was killed by SIGKILL\n")
@@ -33,12 +35,12 @@ def test_a_killed_host_beats_fallout_that_was_written_earlier(tmp_path: Path) ->
 
 
 def test_among_causes_the_earliest_wins_and_the_reason_fits(tmp_path: Path) -> None:
-    late = _host_output(tmp_path, "algo-1", "host algo-1, rank 1, exit code 3: x", 12)
-    early = _host_output(
+    _host_output(tmp_path, "algo-1", "host algo-1, rank 1, exit code 3: x", 12)
+    _host_output(
         tmp_path, "algo-2", "host algo-2, rank 2, exit code 1: ValueError\n\n" + "y" * 5000, 11
     )
-    found = [failure_cause.read_host("algo-1", late, 3, 13), failure_cause.read_host(
-        "algo-2", early, 1, 13)]  # fmt: skip
+    found = [failure_cause.read_host("algo-1", tmp_path, 3, 13),
+             failure_cause.read_host("algo-2", tmp_path, 1, 13)]
     text = failure_cause.reason(found, 1024)
     assert text.startswith("AlgorithmError: host algo-2, rank 2, exit code 1: ValueError")
     assert len(text) == 1024
@@ -75,14 +77,30 @@ def test_the_cause_is_the_users_exception_not_the_fallout_on_other_hosts() -> No
 
 
 def test_a_killed_host_says_which_signal_and_clear_forgets_a_failure(tmp_path: Path) -> None:
-    killed = failure_cause.read_host("algo-2", tmp_path / "algo-2" / "output", -9, 1.0)
+    killed = failure_cause.read_host("algo-2", tmp_path, -9, 1.0)
     assert killed.killed_by == "SIGKILL"
-    crashed = failure_cause.read_host("algo-2", tmp_path / "algo-2" / "output", 1, 1.0)
+    crashed = failure_cause.read_host("algo-2", tmp_path, 1, 1.0)
     assert crashed.killed_by is None  # exited by itself: not known to be the platform's
     output = _host_output(tmp_path, "algo-1", "host algo-1, rank 0, exit code 1: x", 1.0)
-    assert failure_cause.read_host("algo-1", output, 1, 2.0).killed_by is None
+    assert failure_cause.read_host("algo-1", tmp_path, 1, 2.0).killed_by is None
     failure_cause.clear(output)
-    assert failure_cause.read_host("algo-1", output, -9, 2.0).killed_by == "SIGKILL"
+    assert failure_cause.read_host("algo-1", tmp_path, -9, 2.0).killed_by == "SIGKILL"
+
+
+def test_a_failure_file_a_rank_replaced_is_neither_followed_nor_waited_on(
+        tmp_path: Path) -> None:
+    """A rank writes its host's output/: a link to another file, or a FIFO, reads as no
+    failure file (the host exited without one), never the linked bytes nor a wait."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("another user's secret\n")
+    output = _host_output(tmp_path, "algo-1", "host algo-1, rank 0, exit code 1: x", 1.0)
+    (output / failure.FAILURE_FILE).unlink()
+    (output / failure.FAILURE_FILE).symlink_to(secret)
+    linked = failure_cause.read_host("algo-1", tmp_path, 1, 2.0)
+    assert "secret" not in linked.text and "without a failure file" in linked.text
+    (output / failure.FAILURE_FILE).unlink()
+    os.mkfifo(output / failure.FAILURE_FILE)  # an open() that follows it would block for ever
+    assert "without a failure file" in failure_cause.read_host("algo-1", tmp_path, 1, 2.0).text
 
 
 def test_a_reason_after_retries_says_how_many_and_why() -> None:

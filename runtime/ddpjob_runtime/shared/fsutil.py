@@ -240,6 +240,18 @@ def read_bounded(fd: int, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def read_below(base: str | os.PathLike, relative: str, limit: int) -> bytes:
+    """The first `limit` bytes of the file `base/relative`, where a job's code writes what is
+    below `base`: every folder and the file opened as `open_untrusted_folder` and
+    `open_untrusted` do (OSError for a link, a FIFO, a device or a missing file)."""
+    folder, _, name = relative.rpartition("/")
+    fd = open_untrusted_folder(base, folder)
+    try:
+        return read_untrusted(name, fd, limit)
+    finally:
+        os.close(fd)
+
+
 def read_untrusted(name: str, folder: int, limit: int) -> bytes:
     """The first `limit` bytes of the file `name` in `folder`, opened as `open_untrusted`
     does."""

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from ddpjob_runtime.shared import fsutil
 from ddpjob_runtime.shared.failure import FAILURE_FILE, TIME_FILE, TRACEBACK_LINES, is_consequence
+
+READ_LIMIT = 1024 * 1024  # bytes of a host's failure file read, at most
 
 _CONSEQUENCE_CHARS = 160
 # torchrun's report of a failed worker group, and the lines its workers' stderr gets.
@@ -58,11 +62,15 @@ def choose(failures: list[HostFailure]) -> HostFailure | None:
         failures, key=lambda f: (f.is_consequence, f.written, not f.seen_first), default=None)
 
 
-def read_host(host: str, output_dir: Path, exit_code: int, exited_at: float) -> HostFailure:
-    """Host `host`'s failure from its `output/` folder; a killed host wrote none: say so."""
-    path = output_dir / FAILURE_FILE
+def read_host(host: str, job_dir: Path, exit_code: int, exited_at: float) -> HostFailure:
+    """Host `host`'s failure from its root's `output/` folder (which its ranks write: nothing
+    is followed, waited on or read past `READ_LIMIT`); a killed host wrote none: say so."""
+    output = f"hosts/{host}/output"
+    path = job_dir / output / FAILURE_FILE
     try:
-        text = path.read_text()
+        text = fsutil.read_below(job_dir, f"{output}/{FAILURE_FILE}", READ_LIMIT).decode(
+            errors="replace")
+        written = os.lstat(path).st_mtime
     except OSError:
         killed_by = signal.Signals(-exit_code).name if exit_code < 0 else None
         how = (f"was killed by {killed_by}" if killed_by
@@ -71,10 +79,10 @@ def read_host(host: str, output_dir: Path, exit_code: int, exited_at: float) -> 
                            consequence=False, killed_by=killed_by)
     info: dict = {}
     with contextlib.suppress(OSError, ValueError):
-        info = json.loads((output_dir / TIME_FILE).read_text())
+        info = json.loads(fsutil.read_below(job_dir, f"{output}/{TIME_FILE}", READ_LIMIT))
     when = info.get("time") if isinstance(info.get("time"), (int, float)) else None
     consequence = info.get("consequence") if isinstance(info.get("consequence"), bool) else None
-    return HostFailure(host, text, when or path.stat().st_mtime, consequence=consequence)
+    return HostFailure(host, text, when or written, consequence=consequence)
 
 
 def clear(output_dir: Path) -> None:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime.shared import contract, processes
+from ddpjob_runtime.shared import contract, fsutil, processes
 
 from ddpjob.local.base import failure_cause, proctree
 from ddpjob.local.base.admitted import AdmittedJob
@@ -37,6 +37,7 @@ log = logging.getLogger("ddpjob.local.run.supervisor")
 STOP_GRACE_S = 10.0
 HOSTS_FILE = "etc-hosts"  # under the job folder: every host's /etc/hosts
 BOOTSTRAP_MODULE = "ddpjob_runtime.job.bootstrap"  # what `ddpjob-train` runs
+STATUS_LIMIT = 64 * 1024  # bytes of a host's status file read, at most
 
 
 def reserve_port() -> socket.socket:
@@ -66,10 +67,13 @@ def train_command() -> list[str]:
     return [found]
 
 
-def read_status(path: Path) -> dict[str, Any]:
-    """What a host's runtime last wrote to its status file ({} until it wrote one)."""
+def read_status(job_dir: Path, host: str) -> dict[str, Any]:
+    """What a host's runtime last wrote to its status file ({} until it wrote one, or when a
+    rank put anything but a file of its size there: a link, a FIFO)."""
+    path = hostroot.status_file(job_dir, host)
     try:
-        status = json.loads(path.read_text())
+        status = json.loads(fsutil.read_below(job_dir, str(path.relative_to(job_dir)),
+                                              STATUS_LIMIT))
     except (OSError, ValueError):
         return {}
     return status if isinstance(status, dict) else {}
@@ -219,12 +223,12 @@ class Hosts:
 
     def phases(self) -> dict[str, str]:
         """host -> the phase its runtime last wrote ("Starting" until it wrote one)."""
-        return {h: str(read_status(hostroot.status_file(self.job_dir, h)).get("phase", "Starting"))
+        return {h: str(read_status(self.job_dir, h).get("phase", "Starting"))
                 for h in self.names}
 
     def messages(self) -> set[str]:
         """The messages the hosts' runtimes last wrote beside their phase (worker restarts)."""
-        found = (read_status(hostroot.status_file(self.job_dir, h)).get("message")
+        found = (read_status(self.job_dir, h).get("message")
                  for h in self.names)
         return {m for m in found if isinstance(m, str)}
 

@@ -210,7 +210,7 @@ class Supervisor:
     def _host_failures(self, codes: dict[str, int | None]) -> list[failure_cause.HostFailure]:
         """What each host that exited non-zero wrote (or that it was killed)."""
         return [
-            failure_cause.read_host(h, self.job_dir / "hosts" / h / "output", code,
+            failure_cause.read_host(h, self.job_dir, code,
                                     self.hosts.exited_at.get(h, time.time()))
             for h, code in codes.items() if code not in (None, 0)
         ]  # fmt: skip
