@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ddpjob.local.session import LocalSession
 
 from tests.conftest import GROUP_TEARDOWN
@@ -77,6 +78,16 @@ def session(tmp_path: Path) -> Iterator[LocalSession]:
     """A LocalSession whose home is a fresh temporary folder; kills what a failed test left."""
     with local_session_at(tmp_path / "home") as local:
         yield local
+
+
+@pytest.fixture
+def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config file naming the session's home, in DDPJOB_CONFIG (for `ddpjob` in-process)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"home": str(tmp_path / "home")}))
+    monkeypatch.setenv("DDPJOB_CONFIG", str(path))
+    monkeypatch.delenv("DDPJOB_HOME", raising=False)
+    return path
 
 
 def source_tar(folder: Path, *scripts: Path) -> str:

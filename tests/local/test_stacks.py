@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 from ddpjob.cli import main
 from ddpjob.errors import DdpjobError, JobNotFoundError
 from ddpjob.local.base import proctree
@@ -69,16 +68,6 @@ def _titles(home: Path) -> list[str]:
             continue
         found.append(" ".join(part.decode() for part in raw.split(b"\0") if part))
     return found
-
-
-@pytest.fixture
-def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A config file naming the session's home, in DDPJOB_CONFIG (for `ddpjob` in-process)."""
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"home": str(tmp_path / "home")}))
-    monkeypatch.setenv("DDPJOB_CONFIG", str(path))
-    monkeypatch.delenv("DDPJOB_HOME", raising=False)
-    return path
 
 
 @pytest.mark.slow

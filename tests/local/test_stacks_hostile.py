@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from ddpjob.cli import main
 from ddpjob.local.base import proctree
 from ddpjob.local.session import LocalSession
@@ -37,16 +36,6 @@ JOB_START_S = 240  # guards against a hung test, not timing assertions
 CLI_GUARD_S = 120
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="another user's process needs root")
-
-
-@pytest.fixture
-def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A config file naming the session's home, in DDPJOB_CONFIG (for `ddpjob` in-process)."""
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"home": str(tmp_path / "home")}))
-    monkeypatch.setenv("DDPJOB_CONFIG", str(path))
-    monkeypatch.delenv("DDPJOB_HOME", raising=False)
-    return path
 
 
 def _start(session: LocalSession, tmp_path: Path, name: str, hostile: str,

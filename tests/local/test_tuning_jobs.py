@@ -186,7 +186,7 @@ def test_early_stopping_stops_the_trials_the_median_rule_names_and_no_other(
 
 
 def test_the_cli_lists_a_tuning_job_with_its_trials_and_prints_their_logs(
-        session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        session: LocalSession, tmp_path: Path, config: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     from ddpjob.cli import main
 
@@ -194,10 +194,6 @@ def test_the_cli_lists_a_tuning_job_with_its_trials_and_prints_their_logs(
     session.sagemaker_client.create_hyper_parameter_tuning_job(**tuning_request(
         session, tmp_path, "cli", strategy="Grid", jobs=None, parallel=2, ranges=ranges))
     wait_tuning(session, "cli")
-    config = tmp_path / "config.yaml"
-    config.write_text(f"home: {session.home}\n")
-    monkeypatch.setenv("DDPJOB_CONFIG", str(config))
-    monkeypatch.delenv("DDPJOB_HOME", raising=False)
     capsys.readouterr()
     assert main(["tuning-jobs", "list"]) == 0
     listed = capsys.readouterr().out.splitlines()
