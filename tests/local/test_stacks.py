@@ -291,9 +291,8 @@ def test_a_titled_supervisor_or_pool_keeper_is_still_recognised(tmp_path: Path,
         assert shown == f"ddpjob-{role} {folder}"
         if role == "supervisor":
             started = proctree.started(proc.pid)
-            assert LocalControlPlane._is_supervisor(proc.pid, started, "job-1")
-            assert not LocalControlPlane._is_supervisor(proc.pid, started, "job-2")
-            assert not LocalControlPlane._is_supervisor(proc.pid, started - 1, "job-1")
+            assert LocalControlPlane._is_supervisor(proc.pid, started)
+            assert not LocalControlPlane._is_supervisor(proc.pid, started - 1)
         else:
             pool = Pool("job-1", "key", "Available", 60, "local", 1, keeper_pid=proc.pid)
             assert _is_keeper(pool)

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ddpjob_runtime.shared import proctitle
 from ddpjob_runtime.shared.storage.uris import LOCAL_BUCKET_ENV
 
 from ddpjob.errors import ControlPlaneError, JobNotFoundError, UserInputError
@@ -175,7 +174,7 @@ class LocalControlPlane:
                 f"{state.status.primary.value}.",
             )
         pid = state.supervisor_pid
-        if pid and self._is_supervisor(pid, state.supervisor_started, name):
+        if pid and self._is_supervisor(pid, state.supervisor_started):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)  # it also polls the state; the signal saves time
         return copy.deepcopy(_OK)
@@ -265,18 +264,12 @@ class LocalControlPlane:
         logger.info("Started local training job %s (supervisor pid %d)", name, proc.pid)
 
     @staticmethod
-    def _is_supervisor(pid: int, started: int | None, name: str) -> bool:
-        """Whether `pid` is the live supervisor of job `name` that started at `started`: the
-        process itself (`proctree.is_ours`), not another, maybe another user's, that got its
-        pid once it ended and has a supervisor's title."""
-        if not proctree.is_ours(pid, started):
-            return False
-        args = proctree.cmdline(pid)
-        if not args:  # unreadable for a moment while the new process execs: it is ours
-            return True
-        words = " ".join(args).split()  # a titled supervisor: `ddpjob-supervisor JOB_DIR`
-        return bool({SUPERVISOR_MODULE, proctitle.title("supervisor")} & set(words)) and any(
-            w.endswith(f"/{name}") for w in words)
+    def _is_supervisor(pid: int, started: int | None) -> bool:
+        """Whether `pid` is still the job's supervisor that started at `started`: the process
+        itself (pid + start time + uid, `proctree.is_ours`), not another, maybe another user's,
+        that got its pid once it ended. Its command line is not read: it changes while the
+        supervisor titles itself, and a reader that caught it then took a live job for lost."""
+        return proctree.is_ours(pid, started)
 
     def _seen(self, name: str) -> JobState:
         """The job's state as readers see it: a running job whose supervisor is gone has ended
@@ -290,7 +283,7 @@ class LocalControlPlane:
         pid = state.supervisor_pid
         if pid is None:  # being started by the creating process
             return time.time() - state.creation_time < SUPERVISOR_START_S
-        return self._is_supervisor(pid, state.supervisor_started, name)
+        return self._is_supervisor(pid, state.supervisor_started)
 
 
 def _page_start(token: str | None) -> int:
