@@ -29,9 +29,11 @@ import sys
 import nbformat
 from nbclient import NotebookClient
 notebook = nbformat.read(sys.argv[1], as_version=4)
-NotebookClient(notebook, kernel_name="python3", timeout=400,
-               resources={"metadata": {"path": sys.argv[2]}}).execute()
-nbformat.write(notebook, sys.argv[3])
+try:
+    NotebookClient(notebook, kernel_name="python3", timeout=400,
+                   resources={"metadata": {"path": sys.argv[2]}}).execute()
+finally:  # a failed run's outputs (the job's logs) show why
+    nbformat.write(notebook, sys.argv[3])
 """
 
 
@@ -51,7 +53,9 @@ def test_modeltrainer_notebook_trains_here_and_plots_the_checkpointed_loss(
     done = subprocess.run([str(sdk3_python), "-c", RUN, str(NOTEBOOK), str(NOTEBOOK.parent),
                            str(executed)], env=env, capture_output=True, text=True, timeout=600,
                           check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
+    outputs = "\n".join(_text(c) for c in nbformat.read(executed, as_version=4).cells) \
+        if executed.exists() else ""
+    assert done.returncode == 0, outputs[-6000:] + done.stderr[-2000:]
 
     notebook = nbformat.read(executed, as_version=4)
     setup, fit, model, curve = (_text(c) for c in notebook.cells if c.cell_type == "code")
