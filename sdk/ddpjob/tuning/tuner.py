@@ -28,11 +28,12 @@ from ddpjob import backends, naming, planner, validation
 from ddpjob import inputs as inputs_module
 from ddpjob.errors import UserInputError
 from ddpjob.estimator import Estimator
-from ddpjob.tuning import parameters, rules
+from ddpjob.tuning import parameters, parity, rules
 from ddpjob.tuning.job import TuningJob
 from ddpjob.tuning.request import (
     TuningConfig,
     training_job_definition,
+    tuned_names,
     tuning_request,
     validate_tuning_request,
 )
@@ -227,6 +228,9 @@ class HyperparameterTuner:
                                                              self._config()))
         except rules.RuleBroken as error:
             raise _argument_error(error) from None
+        for line in parity.lost_members(planned.request, request[rules.DEFINITION], tuned_names(
+                request[_CONFIG]["ParameterRanges"])) + parity.request_warnings(request):
+            logger.warning("%s", line)
         return dict(request), stage
 
     def tuning_job_request(self, inputs: inputs_module.Inputs = None,
