@@ -121,6 +121,12 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         """Ask the control plane to stop the tuning job `name` and its running trials."""
         raise self._no_tuning_jobs()
 
+    def tuning_diagnostics(self, name: str) -> list[str]:
+        """What ddpjob found that the tuning job `name`'s trials lost or got wrong, one line
+        each (docs/tuning.md): a local tuning job's controller finds them; SageMaker keeps
+        none (ddpjob's tuner logs what the request shows when it starts one)."""
+        return []
+
     def _no_tuning_jobs(self) -> UserInputError:
         return UserInputError(
             f"hyperparameter tuning jobs: the {self.backend.label} backend runs none "

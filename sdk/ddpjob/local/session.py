@@ -152,6 +152,10 @@ class LocalSession(BaseSession):
         return self.sagemaker_client.tuning.describe_hyper_parameter_tuning_job(
             HyperParameterTuningJobName=name)
 
+    def tuning_diagnostics(self, name: str) -> list[str]:
+        """See `BaseSession.tuning_diagnostics`."""
+        return self.sagemaker_client.tuning.diagnostics(name)
+
     def stop_tuning_job(self, name: str) -> None:
         """See `BaseSession.stop_tuning_job`."""
         self.sagemaker_client.tuning.stop_hyper_parameter_tuning_job(

@@ -120,6 +120,12 @@ class LocalTuningControlPlane:
         return {**answers.describe(self.store.request(name), self._seen(name)),
                 **copy.deepcopy(_OK)}
 
+    def diagnostics(self, name: str) -> list[str]:
+        """ddpjob's findings on the tuning job's trials (`diagnostics`: the job's, then each
+        trial's), which no AWS answer has a member for."""
+        state = self.store.state(self._known(name, "DescribeHyperParameterTuningJob"))
+        return state.diagnostics + [t.diagnosis for t in state.trials if t.diagnosis]
+
     def stop_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
         """Stopping, then Stopped once every running trial stopped
         (StopHyperParameterTuningJob)."""
