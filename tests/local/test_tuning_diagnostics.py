@@ -14,7 +14,7 @@ from ddpjob.local.tuning import diagnostics
 from ddpjob.local.watch import metrics
 
 from tests.local.conftest import assert_no_processes
-from tests.local.test_tuning_jobs import _valid, tuning_request, wait_tuning
+from tests.local.test_tuning_jobs import LOSS, TRIAL, _valid, tuning_request, wait_tuning
 
 
 def test_checkpoint_writers_are_the_hosts_with_anything_in_their_checkpoint_folder(
@@ -140,4 +140,26 @@ def test_a_tuning_job_names_what_its_trials_lost_and_got_wrong(
     shown = capsys.readouterr()
     assert json.loads(shown.out)["HyperParameterTuningJobName"] == "diag"
     assert shown.err.splitlines() == [f"diagnostic: {line}" for line in found]
+    assert_no_processes(session.home)
+
+
+def test_ddpjobs_tuner_hands_what_a_trial_lost_to_the_local_tuning_job(
+        session: LocalSession, tmp_path: Path) -> None:
+    """The estimator's plain job would keep TensorBoard output, which no trial can: the tuner's
+    warning is the tuning job's first diagnostic, logged by its controller too."""
+    from ddpjob import CategoricalParameter, HyperparameterTuner, PyTorch
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "trial.py").write_text(TRIAL)
+    estimator = PyTorch(entry_point="trial.py", source_dir=str(tmp_path / "src"),
+                        instance_type="local", session=session, metric_definitions=LOSS,
+                        tensorboard_output_config={"S3OutputPath": f"file://{tmp_path}/tb"})
+    tuner = HyperparameterTuner(estimator, "loss", {"level": CategoricalParameter([3])},
+                                objective_type="Minimize", strategy="Grid")
+    tuner.fit(job_name="lost")
+    assert tuner.describe()["HyperParameterTuningJobStatus"] == "Completed"
+    found = session.tuning_diagnostics("lost")
+    assert len(found) == 1 and found[0].startswith(
+        "TensorBoardOutputConfig: a trial lost the plain training job's"), found
+    assert found[0] in (session.home / "tuning-jobs" / "lost" / "controller.log").read_text()
     assert_no_processes(session.home)

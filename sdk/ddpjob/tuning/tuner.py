@@ -217,9 +217,10 @@ class HyperparameterTuner:
         return tuning_name_from_base(base)
 
     def _prepare(self, inputs: inputs_module.Inputs, job_name: str | None
-                 ) -> tuple[dict[str, Any], Any]:
-        """The checked request and what stores the code and inputs (run after the name is
-        reserved)."""
+                 ) -> tuple[dict[str, Any], Any, list[str]]:
+        """The checked request, what stores the code and inputs (run after the name is
+        reserved), and the members its trials lose against the plain training job (each line
+        logged here, with what the request shows alone)."""
         name = self._job_name(job_name)
         planned, stage = planner.prepare(self.estimator.definition(inputs, name),
                                          self.sagemaker_session)
@@ -228,10 +229,11 @@ class HyperparameterTuner:
                                                              self._config()))
         except rules.RuleBroken as error:
             raise _argument_error(error) from None
-        for line in parity.lost_members(planned.request, request[rules.DEFINITION], tuned_names(
-                request[_CONFIG]["ParameterRanges"])) + parity.request_warnings(request):
+        lost = parity.lost_members(planned.request, request[rules.DEFINITION],
+                                   tuned_names(request[_CONFIG]["ParameterRanges"]))
+        for line in lost + parity.request_warnings(request):
             logger.warning("%s", line)
-        return dict(request), stage
+        return dict(request), stage, lost
 
     def tuning_job_request(self, inputs: inputs_module.Inputs = None,
                            job_name: str | None = None) -> dict[str, Any]:
@@ -249,9 +251,9 @@ class HyperparameterTuner:
         kwargs.pop("include_cls_metadata", None)
         if kwargs:
             raise UserInputError(f"fit got unexpected arguments {sorted(kwargs)}")
-        request, stage = self._prepare(inputs, job_name)
+        request, stage, lost = self._prepare(inputs, job_name)
         name = request["HyperParameterTuningJobName"]
-        self.sagemaker_session.submit_tuning_job(request, stage)
+        self.sagemaker_session.submit_tuning_job(request, stage, lost)
         self.latest_tuning_job = TuningJob(self.sagemaker_session, name)
         print(f"Started hyperparameter tuning job {name}", flush=True)
         if wait:

@@ -131,6 +131,8 @@ class Watch:
         self.regex = next((d["Regex"] for d in self.definition["AlgorithmSpecification"].get(
             "MetricDefinitions") or [] if d["Name"] == self.metric), None)
         self.flagged: set[str] = set()
+        for line in store.state(name).diagnostics:  # what the client's tuner found lost
+            log.warning("%s", line)
         self._keep(parity.request_warnings(request), {})
 
     def ended(self, trials: Iterable[Trial]) -> None:
