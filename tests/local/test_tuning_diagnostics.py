@@ -74,7 +74,8 @@ def test_the_lines_closest_to_a_regex_that_never_matched_are_named() -> None:
     assert diagnostics.regex_text(r"^Epoch \d+ (?:acc|accuracy): (.*)$") == "Epoch 0 acc" \
                                                                             "accuracy: 0"
     lines = {"algo-1": ["starting", "[rank 0] val-loss: 0.25", "epoch 1 done", "x" * 500],
-             "algo-2": ["[rank 1] val-loss: 0.25", "validation accuracy 0.9"]}
+             "algo-2": ["[rank 1] val-loss: 0.25", "validation accuracy 0.9",
+                        "2026-11-28 20:08:27,709 ddpjob_runtime INFO val_loss=nothing"]}
     closest = diagnostics.closest_lines(r"val_loss=([0-9.]+)", lines, count=2)
     assert closest == ["algo-1: val-loss: 0.25", "algo-2: validation accuracy 0.9"]
     line = diagnostics.unmatched("t-001-abcd0123", "val_loss", r"val_loss=([0-9.]+)", lines)

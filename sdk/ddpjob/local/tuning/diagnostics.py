@@ -38,6 +38,7 @@ LOG_TAIL_BYTES = 256 << 10  # of each host's log, for the lines closest to an un
 CLOSEST = 3
 LINE_CHARS = 160
 _RANK = re.compile(contract.RANK_LINE_REGEX)
+_RUNTIME = re.compile(r"\S+ \S+ ddpjob_runtime[.\s]")  # the runtime's own lines in a host's log
 CHECKPOINT_PATH = f"{contract.DEFAULT_ROOT}/{contract.CHECKPOINTS_DIR}"
 
 
@@ -100,10 +101,12 @@ def regex_text(regex: str) -> str:
 def closest_lines(regex: str, lines: Mapping[str, Sequence[str]], count: int = CLOSEST
                   ) -> list[str]:
     """The `count` log lines (`{host: lines}`) most like what `regex` would match, each as
-    `host: line` (a rank prefix left out, cut to `LINE_CHARS`)."""
+    `host: line` (a rank prefix left out, cut to `LINE_CHARS`; the runtime's lines skipped)."""
     seen: dict[str, str] = {}
     for host, found in lines.items():
         for line in found:
+            if _RUNTIME.match(line):
+                continue
             text = _RANK.sub("", line, count=1).strip()[:LINE_CHARS]
             if text:
                 seen.setdefault(text, host)
