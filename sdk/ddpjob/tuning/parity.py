@@ -116,7 +116,7 @@ def _modeltrainer_lines(definition: Mapping[str, Any]) -> list[str]:
         lines.append(f"InputDataConfig: no {DRIVERS!r} channel, which a ModelTrainer's training "
                      f"job carries: each trial's hosts run `python {program}` instead of the "
                      f"ModelTrainer's command (torchrun for Torchrun()), one process per host "
-                     f"(aws/sagemaker-python-sdk#5508, fixed by its PR #5516)")
+                     f"(aws/sagemaker-python-sdk#5508 and #5610; sent since its PR #5634)")
     if CODE not in channels and SUBMIT_DIRECTORY not in static:
         lines.append(f"InputDataConfig: no {CODE!r} channel and no {SUBMIT_DIRECTORY} "
                      f"hyperparameter: the trials get none of the ModelTrainer's source code")
