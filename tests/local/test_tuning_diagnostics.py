@@ -13,7 +13,7 @@ from ddpjob.local.session import LocalSession
 from ddpjob.local.tuning import diagnostics
 from ddpjob.local.watch import metrics
 
-from tests.local.conftest import assert_no_processes
+from tests.local.conftest import JOB_TIMEOUT_S, assert_no_processes, wait_for
 from tests.local.test_tuning_jobs import LOSS, TRIAL, _valid, tuning_request, wait_tuning
 
 
@@ -85,10 +85,11 @@ def test_the_lines_closest_to_a_regex_that_never_matched_are_named() -> None:
     assert "its log is empty" in diagnostics.unmatched("t", "m", "m=(.*)", {"algo-1": []})
 
 
-DIAG = '''import argparse, os
+DIAG = '''import argparse, os, time
 parser = argparse.ArgumentParser()
 parser.add_argument("--level", type=float)
 parser.add_argument("--label")
+parser.add_argument("--release")
 args, _ = parser.parse_known_args()
 folder = os.environ["DDPJOB_CHECKPOINT_DIR"]
 os.makedirs(folder, exist_ok=True)
@@ -96,6 +97,9 @@ with open(os.path.join(folder, "last.txt"), "w") as out:
     out.write("epoch 1")
 print("epoch 1 done", flush=True)
 print(f"{args.label}{(args.level - 3) ** 2:.6f}", flush=True)
+deadline = time.time() + 60
+while not os.path.exists(args.release) and time.time() < deadline:  # the test says when
+    time.sleep(0.1)
 '''
 
 
@@ -104,18 +108,27 @@ def test_a_tuning_job_names_what_its_trials_lost_and_got_wrong(
         capsys: pytest.CaptureFixture[str]) -> None:
     """A ModelTrainer-shaped definition (its values unquoted) without its drivers channel, no
     CheckpointConfig, 2 hosts; the trial labelled `loss=` prints its objective on both hosts
-    and writes a checkpoint, the one labelled `Loss:` never matches the objective's Regex."""
+    and writes a checkpoint, the one labelled `Loss:` never matches the objective's Regex. The
+    trials hold until the test has seen the checkpoint line: it comes while they run."""
     from ddpjob.cli import main
 
+    release = tmp_path / "release"
     ranges = {"CategoricalParameterRanges": [{"Name": "label", "Values": ["loss=", "Loss:"]}]}
     request = tuning_request(session, tmp_path, "diag", strategy="Grid", jobs=None, parallel=2,
-                             ranges=ranges, static={"level": "5"}, script_text=DIAG)
+                             ranges=ranges, static={"level": "5", "release": str(release)},
+                             script_text=DIAG)
     definition = request["TrainingJobDefinition"]
     definition["ResourceConfig"]["InstanceCount"] = 2
     definition["StaticHyperParameters"] = {  # as sagemaker-train sends them: not JSON-quoted
         k: json.loads(v) if v.startswith('"') else v
         for k, v in definition["StaticHyperParameters"].items()}
     session.sagemaker_client.create_hyper_parameter_tuning_job(**request)
+    wait_for(lambda: any(" wrote /opt/ml/checkpoints " in line
+                         for line in session.tuning_diagnostics("diag")),
+             JOB_TIMEOUT_S, "the checkpoint line")
+    counters = session.describe_tuning_job("diag")["TrainingJobStatusCounters"]
+    release.touch()
+    assert counters["InProgress"] >= 1, counters  # seen while a trial ran
     described = wait_tuning(session, "diag")
     _valid("DescribeHyperParameterTuningJob", described)  # nothing of ours in AWS's answer
     assert described["HyperParameterTuningJobStatus"] == "Completed", described

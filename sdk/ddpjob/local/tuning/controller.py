@@ -93,7 +93,7 @@ class Controller:
             log.info("%s", note)
             self.store.update(name, lambda s: setattr(s, "note", note) or True)
         self.signalled = False
-        # what the trials will lose (logged now, before any trial) or get wrong as they end
+        # what the trials will lose (logged now, before any trial) or get wrong as they run
         self.watch = diagnostics.Watch(store, name, self.control.store)
 
     def run(self) -> None:
@@ -140,7 +140,7 @@ class Controller:
             return bool(seen)
 
         state = self.store.update(self.name, change)
-        self.watch.ended(t for t in state.trials if t.name in seen and t.ended)
+        self.watch.seen(t for t in state.trials if t.name in seen)
         return state
 
     def _seen(self, trial: Trial) -> dict[str, Any] | None:

@@ -3,7 +3,8 @@ logged by the controller and kept in the tuning job's state (`TuningState.diagno
 trial's own in `Trial.diagnosis`) for `ddpjob tuning-jobs describe`:
 
 - before the first trial, what the request shows its trials will miss (`parity`);
-- a trial that wrote `/opt/ml/checkpoints` while the definition has no CheckpointConfig (once);
+- a trial seen writing `/opt/ml/checkpoints` while the definition has no CheckpointConfig
+  (once, as soon as a running or ended trial shows it);
 - the objective metric printed by several hosts or ranks of one trial (once): SageMaker reads
   every copy as the same series, which misleads early stopping and Hyperband;
 - a trial that completed without its objective metric ever matching: the log lines closest to
@@ -134,39 +135,56 @@ class Watch:
         self.regex = next((d["Regex"] for d in self.definition["AlgorithmSpecification"].get(
             "MetricDefinitions") or [] if d["Name"] == self.metric), None)
         self.flagged: set[str] = set()
+        self.hosts: dict[str, tuple[str, ...]] = {}
         for line in store.state(name).diagnostics:  # what the client's tuner found lost
             log.warning("%s", line)
         self._keep(parity.request_warnings(request), {})
 
-    def ended(self, trials: Iterable[Trial]) -> None:
-        """Check each trial that has just ended."""
+    def seen(self, trials: Iterable[Trial]) -> None:
+        """Check the trials the controller has just seen: a running one's checkpoint folder
+        (until a trial showed one), an ended one's metrics and log too."""
         for trial in trials:
-            job_dir = self.jobs.job_dir(trial.name)
-            try:
-                hosts = self.jobs.job(trial.name).hosts
-            except (OSError, ValueError, KeyError):  # refused before it was admitted
+            hosts = self._hosts(trial.name)
+            if hosts is None:
                 continue
-            records = metrics.series(job_dir)
-            found: list[str] = []
+            job_dir = self.jobs.job_dir(trial.name)
+            found = self._checkpoints(trial.name, job_dir, hosts)
             diagnosis = None
-            writers = [] if "CheckpointConfig" in self.definition else \
-                checkpoint_writers(job_dir, hosts)
-            if writers and self._first("checkpoints"):
-                found.append(f"{trial.name} wrote {CHECKPOINT_PATH} on {', '.join(writers)} "
-                             f"while the definition has no CheckpointConfig: "
-                             f"{parity.consequence('CheckpointConfig')}")
-            if (repeated := repeated_by(records, self.metric)) and self._first("repeated"):
-                found.append(f"{trial.name}: the objective metric {self.metric!r} was printed by "
-                             f"{len(repeated)} hosts or ranks ({', '.join(repeated)}): SageMaker "
-                             f"reads every copy as one series, which misleads early stopping "
-                             f"and Hyperband; print it on one rank only (rank 0)")
-            if trial.status == "Completed" and self.regex is not None and not any(
-                    r.get("MetricName") == self.metric for r in records):
-                diagnosis = unmatched(trial.name, self.metric, self.regex,
-                                      {host: log_tail(job_dir, host) for host in hosts})
-                if self._first("unmatched"):
-                    log.warning("%s", diagnosis)
+            if trial.ended:
+                records = metrics.series(job_dir)
+                repeated = repeated_by(records, self.metric)
+                if repeated and self._first("repeated"):
+                    found.append(f"{trial.name}: the objective metric {self.metric!r} was "
+                                 f"printed by {len(repeated)} hosts or ranks "
+                                 f"({', '.join(repeated)}): SageMaker reads every copy as one "
+                                 f"series, which misleads early stopping and Hyperband; print it "
+                                 f"on one rank only (rank 0)")
+                if trial.status == "Completed" and self.regex is not None and not any(
+                        r.get("MetricName") == self.metric for r in records):
+                    diagnosis = unmatched(trial.name, self.metric, self.regex,
+                                          {host: log_tail(job_dir, host) for host in hosts})
+                    if self._first("unmatched"):
+                        log.warning("%s", diagnosis)
             self._keep(found, {trial.name: diagnosis} if diagnosis else {})
+
+    def _hosts(self, trial: str) -> tuple[str, ...] | None:
+        """The trial's hosts (None before its training job was admitted, or when refused)."""
+        if trial not in self.hosts:
+            try:
+                self.hosts[trial] = self.jobs.job(trial).hosts
+            except (OSError, ValueError, KeyError):
+                return None
+        return self.hosts[trial]
+
+    def _checkpoints(self, trial: str, job_dir: Path, hosts: Sequence[str]) -> list[str]:
+        """The line for the first trial seen writing checkpoints no CheckpointConfig keeps."""
+        if "checkpoints" in self.flagged or "CheckpointConfig" in self.definition:
+            return []
+        writers = checkpoint_writers(job_dir, hosts)
+        if not writers or not self._first("checkpoints"):
+            return []
+        return [f"{trial} wrote {CHECKPOINT_PATH} on {', '.join(writers)} while the definition "
+                f"has no CheckpointConfig: {parity.consequence('CheckpointConfig')}"]
 
     def _first(self, finding: str) -> bool:
         """Whether `finding` is new to this tuning job (and from now on, not)."""
