@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -297,3 +298,30 @@ def test_ddpjobs_tuner_runs_here_and_names_the_best_trial(session: LocalSession,
     assert json.loads(trial["HyperParameters"]["level"]) == "3"  # v2 quotes categoricals
     assert trial["Environment"] == {"WHO": "trial"}  # what the plain job would carry
     assert_no_processes(session.home)
+
+
+DLC_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-cpu-py311"
+
+
+@pytest.mark.parametrize(("image", "hosts", "expected"), [
+    (DLC_IMAGE, 2, 1),  # SageMaker's toolkit on 2 hosts: port 7777, one trial at a time
+    (DLC_IMAGE, 1, 2),  # one host: no rendezvous across hosts, no fixed port
+    ("123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:latest", 2, 2),  # ddpjob's runtime
+])
+def test_trials_on_the_fixed_port_run_one_at_a_time_and_the_controller_says_why(
+        image: str, hosts: int, expected: int) -> None:
+    from ddpjob.local.tuning import controller
+
+    request = {
+        "HyperParameterTuningJobConfig": {"ResourceLimits": {"MaxParallelTrainingJobs": 2}},
+        "TrainingJobDefinition": {
+            "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File"},
+            "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": hosts,
+                               "VolumeSizeInGB": 30}}}
+    count, note = controller.parallel(request)
+    assert count == min(expected, os.cpu_count() or 1)
+    if expected == 1:
+        assert note == (
+            "running 1 trial at a time, not MaxParallelTrainingJobs=2: each trial's 2 hosts run "
+            "SageMaker's PyTorch toolkit, and such a job holds this machine's port 7777 (its "
+            "torchrun rendezvous) while it runs")

@@ -4,7 +4,8 @@
 Run in the SDK v3 venv (`sdk3_python`): `sagemaker.train.tuner.HyperparameterTuner` on a
 `ModelTrainer` with `Torchrun()` over 2 hosts, whose session is `LocalSession(home)
 .official_session()`: `tune()`, its `HyperParameterTuningJob` resource (`refresh()`, `wait()`),
-`best_training_job()` and `analytics().dataframe()`; with `"stop": true` it starts the job
+`best_training_job()` and `analytics().dataframe()` (`"parallel"`: MaxParallelTrainingJobs,
+default 1); with `"stop": true` it starts the job
 without waiting and stops it (`stop_tuning_job()`, then `wait()`). No HTTP request may leave the
 process: every one fails the script. The last line printed is a JSON summary.
 """
@@ -56,7 +57,8 @@ def main() -> None:
     tuner = HyperparameterTuner(
         trainer, "loss", {"lr": ContinuousParameter(0.05, 0.45)},
         metric_definitions=[{"Name": "loss", "Regex": r"loss=([0-9.]+)"}],
-        strategy="Random", objective_type="Minimize", max_jobs=2, max_parallel_jobs=1,
+        strategy="Random", objective_type="Minimize", max_jobs=2,
+        max_parallel_jobs=config.get("parallel", 1),
         random_seed=7, base_tuning_job_name="v3-tune")
     summary: dict[str, Any] = {"ddpjob": ddpjob.__file__}
     if config.get("stop"):

@@ -73,8 +73,10 @@ def source(tmp_path: Path) -> Path:
 def test_the_v3_tuner_runs_its_trials_here_and_names_the_best(
     sdk3_python: Path, source: Path, tmp_path: Path
 ) -> None:
+    """Two trials, two asked in parallel: their hosts hold port 7777, so the controller runs
+    one at a time and says why in its log."""
     with local_session_at(tmp_path / "home") as local:
-        summary = tune(sdk3_python, local.home, source)
+        summary = tune(sdk3_python, local.home, source, parallel=2)
         assert summary["status"] == "Completed", summary
         name, client = summary["name"], local.sagemaker_client
         assert summary["ddpjob"].startswith(str(REPO / "sdk"))  # this checkout's ddpjob ran
@@ -82,6 +84,9 @@ def test_the_v3_tuner_runs_its_trials_here_and_names_the_best(
 
         frame = {row["TrainingJobName"]: row for row in summary["frame"]}
         assert len(frame) == 2 and log.count("Started local training job") == 2
+        # Both trials' 2 hosts need port 7777: one trial at a time, and the controller says so.
+        assert "running 1 trial at a time, not MaxParallelTrainingJobs=2: each trial's 2 hosts " \
+               "run SageMaker's PyTorch toolkit" in log
         best = min(frame.values(), key=lambda row: row["FinalObjectiveValue"])
         assert summary["best"] == best["TrainingJobName"]
         lr = best["lr"]  # three steps of w -= lr * 2 * (w - 3) from 0: loss = 9 (1 - 2 lr)^6
@@ -93,6 +98,10 @@ def test_the_v3_tuner_runs_its_trials_here_and_names_the_best(
         listed = client.list_training_jobs_for_hyper_parameter_tuning_job(
             HyperParameterTuningJobName=name)
         _valid("ListTrainingJobsForHyperParameterTuningJob", listed)
+        first, second = sorted(frame, key=lambda t: client.describe_training_job(
+            TrainingJobName=t)["CreationTime"])
+        assert client.describe_training_job(TrainingJobName=second)["CreationTime"] >= (
+            client.describe_training_job(TrainingJobName=first)["TrainingEndTime"])
         for trial in frame:
             job = client.describe_training_job(TrainingJobName=trial)
             assert job["TuningJobArn"] == described["HyperParameterTuningJobArn"]
