@@ -116,7 +116,7 @@ def test_a_tuning_job_names_what_its_trials_lost_and_got_wrong(
     ranges = {"CategoricalParameterRanges": [{"Name": "label", "Values": ["loss=", "Loss:"]}]}
     request = tuning_request(session, tmp_path, "diag", strategy="Grid", jobs=None, parallel=2,
                              ranges=ranges, static={"level": "5", "release": str(release)},
-                             script_text=DIAG)
+                             trial=DIAG)
     definition = request["TrainingJobDefinition"]
     definition["ResourceConfig"]["InstanceCount"] = 2
     definition["StaticHyperParameters"] = {  # as sagemaker-train sends them: not JSON-quoted

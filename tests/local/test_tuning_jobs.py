@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -16,12 +17,14 @@ from typing import Any
 
 import pytest
 from botocore.validate import ParamValidator
+from ddpjob.local.base.interruptions import GRACE_ENV
 from ddpjob.local.session import LocalSession
 from ddpjob.request import service_model
 
 from tests.local.conftest import (
     JOB_TIMEOUT_S,
     assert_no_processes,
+    log_text,
     source_tar,
     training_request,
     wait_for,
@@ -47,13 +50,13 @@ LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.eE+-]+)"}]
 
 def tuning_request(session: LocalSession, tmp_path: Path, name: str, *, strategy: str = "Random",
                    jobs: int | None = 4, parallel: int = 2, ranges: dict | None = None,
-                   static: dict[str, str] | None = None, script_text: str = TRIAL,
-                   ) -> dict[str, Any]:  # fmt: skip
-    """A CreateHyperParameterTuningJob request over `script_text` (`TRIAL`), minimizing
-    `loss`."""
+                   static: dict[str, str] | None = None, trial: str = TRIAL,
+                   **definition_members: Any) -> dict[str, Any]:  # fmt: skip
+    """A CreateHyperParameterTuningJob request over `trial` (a script), minimizing `loss`;
+    `definition_members` go into its TrainingJobDefinition."""
     script = tmp_path / name / "trial.py"
     script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(script_text)
+    script.write_text(trial)
     training = training_request(session, name, source_tar(tmp_path / name, script), "trial.py",
                                 workers=1, distributed=False, hyperparameters=static)
     training["AlgorithmSpecification"]["MetricDefinitions"] = LOSS
@@ -69,7 +72,8 @@ def tuning_request(session: LocalSession, tmp_path: Path, name: str, *, strategy
             "ParameterRanges": ranges or {"ContinuousParameterRanges": [
                 {"Name": "level", "MinValue": "0", "MaxValue": "6", "ScalingType": "Linear"}]}},
         "TrainingJobDefinition": {
-            **definition, "StaticHyperParameters": training["HyperParameters"],
+            **definition, **definition_members,
+            "StaticHyperParameters": training["HyperParameters"],
             "AlgorithmSpecification": {
                 **training["AlgorithmSpecification"], "MetricDefinitions": LOSS},
             "TuningObjective": {"Type": "Minimize", "MetricName": "loss"}},
@@ -298,4 +302,98 @@ def test_ddpjobs_tuner_runs_here_and_names_the_best_trial(session: LocalSession,
     trial = session.sagemaker_client.describe_training_job(TrainingJobName=best)
     assert json.loads(trial["HyperParameters"]["level"]) == "3"  # v2 quotes categoricals
     assert trial["Environment"] == {"WHO": "trial"}  # what the plain job would carry
+    assert_no_processes(session.home)
+
+
+DLC_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-cpu-py311"
+
+
+@pytest.mark.parametrize(("image", "hosts", "expected"), [
+    (DLC_IMAGE, 2, 1),  # SageMaker's toolkit on 2 hosts: port 7777, one trial at a time
+    (DLC_IMAGE, 1, 2),  # one host: no rendezvous across hosts, no fixed port
+    ("123456789012.dkr.ecr.us-east-1.amazonaws.com/ddpjob:latest", 2, 2),  # ddpjob's runtime
+])
+def test_trials_on_the_fixed_port_run_one_at_a_time_and_the_controller_says_why(
+        image: str, hosts: int, expected: int) -> None:
+    from ddpjob.local.tuning import controller
+
+    request = {
+        "HyperParameterTuningJobConfig": {"ResourceLimits": {"MaxParallelTrainingJobs": 2}},
+        "TrainingJobDefinition": {
+            "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File"},
+            "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": hosts,
+                               "VolumeSizeInGB": 30}}}
+    count, note = controller.parallel(request)
+    assert count == min(expected, os.cpu_count() or 1)
+    if expected == 1:
+        assert note == (
+            "running 1 trial at a time, not MaxParallelTrainingJobs=2: each trial's 2 hosts run "
+            "SageMaker's PyTorch toolkit, and such a job holds this machine's port 7777 (its "
+            "torchrun rendezvous) while it runs")
+
+
+SPOT_TRIAL = '''import argparse, json, os, time
+from pathlib import Path
+from ddpjob_runtime import checkpoints
+parser = argparse.ArgumentParser()
+parser.add_argument("--level", type=float)
+args, _ = parser.parse_known_args()
+# The trials share CheckpointConfig.S3Uri (as on SageMaker): each keeps its own file in it.
+state = checkpoints.checkpoint_dir() / f"{os.environ['TRAINING_JOB_NAME']}.json"
+first = json.loads(state.read_text())["epoch"] + 1 if state.exists() else 0
+print(f"first epoch {first}", flush=True)
+for epoch in range(first, 4):
+    print(f"loss={(args.level - 3) ** 2 + 1 / (epoch + 1):.6f}", flush=True)
+    state.write_text(json.dumps({"epoch": epoch}))
+    if epoch == 1 and first == 0:  # wait to be interrupted, as a spot host would be reclaimed
+        Path(os.environ["SM_OUTPUT_DATA_DIR"], "ready").touch()
+        time.sleep(120)
+        raise SystemExit("nobody interrupted the trial within 120 s")
+'''
+
+
+def test_a_spot_interrupted_trial_resumes_from_its_checkpoint_and_counts_once(
+        session: LocalSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each of 2 spot trials is interrupted (`LocalSession.interrupt`, as `ddpjob interrupt`)
+    after its epoch 1's checkpoint: it restarts, resumes at epoch 2 and completes; the tuning job
+    ends Completed with 2 trials, each counted once, their objectives the last epoch's."""
+    monkeypatch.setenv(GRACE_ENV, "10")  # the supervisors the controller starts inherit it
+    client = session.sagemaker_client
+    client.create_hyper_parameter_tuning_job(**tuning_request(
+        session, tmp_path, "spot", jobs=2, parallel=1, trial=SPOT_TRIAL,
+        EnableManagedSpotTraining=True,
+        StoppingCondition={"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 900},
+        CheckpointConfig={"S3Uri": (tmp_path / "checkpoints").as_uri()}))
+    interrupted = []
+    for number in (1, 2):
+        def started(number: int = number) -> str | None:
+            trials = client.list_training_jobs_for_hyper_parameter_tuning_job(
+                HyperParameterTuningJobName="spot", SortBy="Name",
+                SortOrder="Ascending")["TrainingJobSummaries"]
+            return trials[number - 1]["TrainingJobName"] if len(trials) >= number else None
+
+        trial = wait_for(started, JOB_TIMEOUT_S, f"trial {number} to start")
+        ready = session.job_dir(trial) / "hosts" / "algo-1" / "output" / "data" / "ready"
+        wait_for(ready.exists, JOB_TIMEOUT_S, f"trial {trial} to wait for its interruption")
+        session.interrupt(trial)
+        interrupted.append(trial)
+    described = wait_tuning(session, "spot")
+    _valid("DescribeHyperParameterTuningJob", described)
+    assert described["HyperParameterTuningJobStatus"] == "Completed", described
+    assert described["TrainingJobStatusCounters"] == {
+        "Completed": 2, "InProgress": 0, "RetryableError": 0, "NonRetryableError": 0,
+        "Stopped": 0}
+    assert described["ObjectiveStatusCounters"] == {"Succeeded": 2, "Pending": 0, "Failed": 0}
+    listed = client.list_training_jobs_for_hyper_parameter_tuning_job(
+        HyperParameterTuningJobName="spot")["TrainingJobSummaries"]
+    assert sorted(t["TrainingJobName"] for t in listed) == sorted(interrupted)
+    for summary in listed:
+        job = client.describe_training_job(TrainingJobName=summary["TrainingJobName"])
+        statuses = [t["Status"] for t in job["SecondaryStatusTransitions"]]
+        assert statuses.count("Interrupted") == 1 and statuses[-1] == "Completed", statuses
+        text = log_text(session, summary["TrainingJobName"], "algo-1")
+        assert "first epoch 0" in text and "first epoch 2" in text, text[-3000:]
+        level = float(summary["TunedHyperParameters"]["level"])
+        assert summary["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == pytest.approx(
+            (level - 3) ** 2 + 1 / 4, abs=1e-5)
     assert_no_processes(session.home)

@@ -24,6 +24,7 @@ from ddpjob_runtime.platform.environment import checkpoint_local_dir
 from ddpjob_runtime.platform.folder_sync import FolderSync
 from ddpjob_runtime.platform.mirrors import tensorboard_sync as tensorboard_sync_of
 from ddpjob_runtime.shared import contract, storage
+from ddpjob_runtime.shared.hyperparameters import decode
 from ddpjob_runtime.shared.platform_config import ChannelSource
 from ddpjob_runtime.shared.upload_stamps import Writer
 
@@ -43,8 +44,8 @@ def config_files(job: AdmittedJob, host: str, own_namespace: bool) -> dict[str, 
         resources["hosts"] = list(addresses.values())
         resources["instance_groups"][0]["hosts"] = list(addresses.values())
     hyperparameters = dict(files[contract.HYPERPARAMETERS_FILE])
-    if contract.SUBMIT_DIRECTORY in hyperparameters:
-        uri = json.loads(hyperparameters[contract.SUBMIT_DIRECTORY])
+    if contract.SUBMIT_DIRECTORY in hyperparameters:  # JSON (v2), or raw (v3's tuner sends it so)
+        uri = decode(hyperparameters)[contract.SUBMIT_DIRECTORY]
         location = storage.parse(uri, argument=contract.SUBMIT_DIRECTORY)
         if not location.is_s3:
             hyperparameters[contract.SUBMIT_DIRECTORY] = json.dumps(str(location.path))

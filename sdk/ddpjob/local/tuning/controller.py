@@ -20,9 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from ddpjob.errors import DdpjobError
-from ddpjob.local.base import detached
+from ddpjob.local.base import admitted, detached
 from ddpjob.local.base.arns import tuning_job_arn
 from ddpjob.local.control.control_plane import LocalControlPlane
+from ddpjob.local.hostkinds import hostkind
+from ddpjob.local.isolation import fixed_port
 from ddpjob.local.tuning import answers, diagnostics, early_stopping, trials
 from ddpjob.local.tuning.tuningstate import Trial, TuningState, TuningStatus
 from ddpjob.local.tuning.tuningstore import TuningStore
@@ -61,9 +63,19 @@ def budget(request: dict[str, Any]) -> int:
 
 
 def parallel(request: dict[str, Any]) -> tuple[int, str | None]:
-    """How many trials run at once, and why fewer than asked (None when as asked): at most
-    one per CPU core of this machine (each trial's hosts need one)."""
+    """How many trials run at once, and why fewer than asked (None when as asked): one when
+    the trials' hosts rendezvous on this machine's fixed port (`fixed_port`: the others would
+    wait for it), else at most one per CPU core of this machine (each trial's hosts need one)."""
     asked = request[answers.CONFIG]["ResourceLimits"]["MaxParallelTrainingJobs"]
+    definition = request["TrainingJobDefinition"]
+    trial = {"AlgorithmSpecification": definition["AlgorithmSpecification"],
+             "ResourceConfig": trials.resources(definition)}
+    hosts, kind = len(admitted.host_names(trial)), hostkind.of(trial)
+    if asked > 1 and kind.on_fixed_port(hosts):
+        return 1, (f"running 1 trial at a time, not MaxParallelTrainingJobs={asked}: each "
+                   f"trial's {hosts} hosts run {kind.name}, and such a job holds this "
+                   f"machine's port {fixed_port.FIXED_PORT} (its torchrun rendezvous) while it "
+                   f"runs")
     cores = os.cpu_count() or 1
     if asked <= cores:
         return asked, None

@@ -14,7 +14,6 @@ import copy
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -140,9 +139,8 @@ class LocalTuningControlPlane:
         if state.is_terminal:
             raise _refused(op, f"The hyperparameter tuning job {name} is in status "
                                f"{state.status.value} and cannot be stopped.")
-        if self._controller_running(state):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(state.controller_pid, signal.SIGTERM)  # it also polls the state
+        # No signal: the controller reads Stopping at its next poll, and one sent before it
+        # set its handlers (a stop just after the create) would kill it, the job lost.
         return copy.deepcopy(_OK)
 
     def list_training_jobs_for_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:

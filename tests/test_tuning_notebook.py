@@ -1,0 +1,59 @@
+"""Execute notebooks/tuning.ipynb in a real kernel (nbclient) and check what it printed: a local
+Random tuning job with early stopping, every trial's objective plotted, the best trial's
+checkpoint brought back."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from tests.local.conftest import assert_no_processes
+
+NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "tuning.ipynb"
+
+pytestmark = pytest.mark.slow
+
+
+def _text(cell: dict) -> str:
+    return "".join(
+        out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
+        for out in cell.get("outputs", [])
+    )
+
+
+def test_tuning_notebook_stops_the_worst_trial_early_and_opens_the_best_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(notebook, kernel_name="python3", timeout=400,
+                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    setup, tune, trials, checkpoint = (_text(cell) for cell in code)
+    assert f"python: {sys.executable}" in setup and f"home: {home}" in setup
+
+    assert "status: Completed" in tune, tune
+    best = re.search(r"best: (\S+)", tune).group(1)
+    rows = re.findall(r"^(\S+): lr=(\S+) (\w+) after (\d) epoch\(s\), val_loss (\S+)$", trials,
+                      re.MULTILINE)
+    assert len(rows) == 4, trials
+    # The seed's last draw is the smallest rate: worse than the median of the three before it
+    # at its first epoch, it is stopped there; the others train all 6 epochs.
+    *full, last = rows
+    assert [status for _, _, status, _, _ in full] == ["Completed"] * 3, trials
+    assert all(epochs == "6" for _, _, _, epochs, _ in full), trials
+    assert last[2] == "Stopped" and int(last[3]) < 6, trials
+    assert float(last[1]) < min(float(lr) for _, lr, _, _, _ in full)
+    assert best == min(full, key=lambda row: float(row[4]))[0]
+    assert any("image/png" in out.get("data", {}) for out in code[2].outputs)  # the plot
+
+    assert f"best trial {best}: epoch 6, val_loss" in checkpoint, checkpoint
+    weight, bias = (float(v) for v in re.search(r"y = (\S+) x \+ (\S+)", checkpoint).groups())
+    assert abs(weight - 3) < 0.2 and abs(bias - 1) < 0.2, checkpoint
+    assert_no_processes(home)
