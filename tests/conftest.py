@@ -28,8 +28,9 @@ JOBS_FIXTURES = frozenset({"run_hosts", "template", "finished"})
 #: every fixture on them), a LocalSession of tests/local (its jobs' files, its S3 bucket).
 INTEGRATION_FIXTURES = frozenset({"moto_endpoint", "session"})
 #: Tests whose multi-host jobs use port 7777 (SageMaker's PyTorch toolkit, ModelTrainer's
-#: drivers): under `pytest -n 2 --dist loadgroup` they all run in one worker, one at a time
-#: (else a job waits for the port behind another worker's job and may time out).
+#: drivers): under `pytest -n 3` (`--dist loadgroup`, pyproject's addopts) they all run in one
+#: worker, one at a time (else a job waits for the port behind another worker's job and may
+#: time out).
 FIXED_PORT = pytest.mark.xdist_group("port-7777")
 #: The "s3" value of a test's file-or-S3 parameter whose S3 is the moto server, asked for inside
 #: the test (`request.getfixturevalue("s3_bucket")`), where the tier rules cannot see it.
