@@ -178,3 +178,13 @@ def test_ddpjob_and_the_local_tuning_modules_import_no_optuna(src: Path) -> None
     out = subprocess.run([sys.executable, "-c", code, str(src), str(src.parent / "home")],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_optuna_is_the_tune_extra_and_no_base_dependency() -> None:
+    import tomllib
+
+    project = tomllib.loads(Path(__file__).parents[2].joinpath("pyproject.toml").read_text())
+    extras = project["project"]["optional-dependencies"]
+    assert not [d for d in project["project"]["dependencies"] if d.startswith("optuna")]
+    assert [d for d in extras["tune"] if d.startswith("optuna")] == [
+        d for d in extras["dev"] if d.startswith("optuna")]  # CI's dev install runs them
