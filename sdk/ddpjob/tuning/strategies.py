@@ -16,6 +16,7 @@ clients). Where AWS documents no rule, the choice is ours and said so (docs/tuni
 
 from __future__ import annotations
 
+import abc
 import itertools
 import math
 import random
@@ -50,7 +51,7 @@ class KnownTrial:
     objective: float
 
 
-class Search:
+class Search(abc.ABC):
     """What a tuning job's controller asks for each trial's values (`suggest`) and tells each
     trial's end (`tell`); Random and Grid ignore the results, Bayesian learns from them and
     Hyperband stops trials (`should_stop`) on their metric series."""
@@ -58,11 +59,12 @@ class Search:
     #: Whether `should_stop` may ever say yes (the controller reads metric series only then).
     prunes = False
 
+    @abc.abstractmethod
     def suggest(self, trial: str = "") -> TrialValues | None:
         """The tuned hyperparameters of the trial named `trial`; None when there are no more."""
-        raise NotImplementedError
 
-    def tell(self, trial: str, objective: float | None, stopped: bool = False) -> None:
+    def tell(self, trial: str, objective: float | None,  # noqa: B027 - most ignore it
+             stopped: bool = False) -> None:
         """Trial `trial` ended: with its final `objective` (None when it has none), `stopped`
         early by the controller or not."""
 
@@ -70,7 +72,7 @@ class Search:
         """Whether the running trial whose objective so far is `series` should stop now."""
         return False
 
-    def learn(self, known: Sequence[KnownTrial]) -> None:
+    def learn(self, known: Sequence[KnownTrial]) -> None:  # noqa: B027 - most ignore it
         """Take the trials of a warm start's parents into account (Random and Grid: nothing)."""
 
 
