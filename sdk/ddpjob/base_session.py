@@ -11,7 +11,7 @@ scheduler's `submit_dryrun`, `_reserve`, `_schedule`, `_describe`, `_stop`, `_lo
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ddpjob.errors import UserInputError
@@ -108,9 +108,12 @@ class BaseSession(SessionPolicy, NotebookConveniences):
 
     # --- hyperparameter tuning jobs (docs/tuning.md) ------------------------------------------
 
-    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None) -> None:
+    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None,
+                          lost: Sequence[str] = ()) -> None:
         """Check a CreateHyperParameterTuningJob request, reserve its name, run `stage` (the
-        uploads), then start it. A backend that runs tuning jobs overrides the three methods."""
+        uploads), then start it; `lost`: the lines naming what its trials lose against the
+        plain training job (`tuning.parity`), which a local tuning job keeps among its
+        diagnostics. A backend that runs tuning jobs overrides the three methods."""
         raise self._no_tuning_jobs()
 
     def describe_tuning_job(self, name: str) -> dict[str, Any]:
@@ -120,6 +123,12 @@ class BaseSession(SessionPolicy, NotebookConveniences):
     def stop_tuning_job(self, name: str) -> None:
         """Ask the control plane to stop the tuning job `name` and its running trials."""
         raise self._no_tuning_jobs()
+
+    def tuning_diagnostics(self, name: str) -> list[str]:
+        """What ddpjob found that the tuning job `name`'s trials lost or got wrong, one line
+        each (docs/tuning.md): a local tuning job's controller finds them; SageMaker keeps
+        none (ddpjob's tuner logs what the request shows when it starts one)."""
+        return []
 
     def _no_tuning_jobs(self) -> UserInputError:
         return UserInputError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,8 @@ def add_parser(commands: argparse._SubParsersAction,
     parser = commands.add_parser(
         "tuning-jobs", help="list, describe, stop or print the logs of tuning jobs",
         description="Hyperparameter tuning jobs: `list` (each with its trials), `describe NAME` "
-                    "(DescribeHyperParameterTuningJob as JSON), `stop NAME`, `logs NAME` "
+                    "(DescribeHyperParameterTuningJob as JSON; ddpjob's diagnostics of its "
+                    "trials on stderr), `stop NAME`, `logs NAME` "
                     "(every trial's log lines, headed by the trial).")
     parser.add_argument("tuning_command", choices=("list", "describe", "stop", "logs"))
     parser.add_argument("name", nargs="?", help="the tuning job (describe, stop, logs)")
@@ -62,6 +64,8 @@ def run(args: argparse.Namespace, session: Any) -> int:
         raise UserInputError(f"tuning-jobs {args.tuning_command}: name the tuning job")
     if args.tuning_command == "describe":
         print(json.dumps(session.describe_tuning_job(args.name), indent=2, default=str))
+        for line in session.tuning_diagnostics(args.name):  # ddpjob's, not in AWS's answer
+            print(f"diagnostic: {line}", file=sys.stderr)
     elif args.tuning_command == "stop":
         session.stop_tuning_job(args.name)
         print(f"{args.name}: stopping")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ddpjob.job_status import EndCause, SecondaryStatus
 from ddpjob.local.base.failure_cause import HostFailure
 from ddpjob.local.run.decision import (
+    SETTLE_S,
     Decision,
     Observation,
     decide,
@@ -34,10 +35,15 @@ def test_every_host_exited_0_is_done_without_an_end() -> None:
         progress=SecondaryStatus.UPLOADING, done=True)
 
 
-def test_a_failed_host_ends_the_job_and_is_named() -> None:
-    decision = decide(_seen(exit_codes={"algo-1": None, "algo-2": 3}))
+def test_a_failed_host_ends_the_job_and_is_named_once_its_peers_had_time_to_end() -> None:
+    failing = {"algo-1": None, "algo-2": 3}
+    # Its peer may be failing of the same cause: it gets SETTLE_S to end and say why itself.
+    assert decide(_seen(exit_codes=failing, failed_for_s=SETTLE_S / 2)) == Decision()
+    decision = decide(_seen(exit_codes=failing, failed_for_s=SETTLE_S))
     assert (decision.end, decision.failed_host, decision.done) == (
         EndCause.HOST_FAILED, "algo-2", False)
+    ended = decide(_seen(exit_codes={"algo-1": 1, "algo-2": 3}, failed_for_s=0.1))
+    assert (ended.end, ended.done) == (EndCause.HOST_FAILED, True)
 
 
 def test_a_stop_comes_first_then_max_run_then_a_failure() -> None:

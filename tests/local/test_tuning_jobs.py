@@ -47,11 +47,13 @@ LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.eE+-]+)"}]
 
 def tuning_request(session: LocalSession, tmp_path: Path, name: str, *, strategy: str = "Random",
                    jobs: int | None = 4, parallel: int = 2, ranges: dict | None = None,
-                   static: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
-    """A CreateHyperParameterTuningJob request over `TRIAL`, minimizing `loss`."""
+                   static: dict[str, str] | None = None, script_text: str = TRIAL,
+                   ) -> dict[str, Any]:  # fmt: skip
+    """A CreateHyperParameterTuningJob request over `script_text` (`TRIAL`), minimizing
+    `loss`."""
     script = tmp_path / name / "trial.py"
     script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(TRIAL)
+    script.write_text(script_text)
     training = training_request(session, name, source_tar(tmp_path / name, script), "trial.py",
                                 workers=1, distributed=False, hyperparameters=static)
     training["AlgorithmSpecification"]["MetricDefinitions"] = LOSS

@@ -142,15 +142,20 @@ class LocalSession(BaseSession):
 
     # --- hyperparameter tuning jobs (docs/tuning.md) ----------------------------------------
 
-    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None) -> None:
+    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None,
+                          lost: Sequence[str] = ()) -> None:
         """See `BaseSession.submit_tuning_job`: its controller runs the trials here."""
         tuning = self.sagemaker_client.tuning
-        tuning.create_checked(tuning.checked_request(dict(request)), stage)
+        tuning.create_checked(tuning.checked_request(dict(request)), stage, lost)
 
     def describe_tuning_job(self, name: str) -> dict[str, Any]:
         """See `BaseSession.describe_tuning_job`."""
         return self.sagemaker_client.tuning.describe_hyper_parameter_tuning_job(
             HyperParameterTuningJobName=name)
+
+    def tuning_diagnostics(self, name: str) -> list[str]:
+        """See `BaseSession.tuning_diagnostics`."""
+        return self.sagemaker_client.tuning.diagnostics(name)
 
     def stop_tuning_job(self, name: str) -> None:
         """See `BaseSession.stop_tuning_job`."""

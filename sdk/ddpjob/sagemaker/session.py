@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared import storage
@@ -156,8 +156,10 @@ class Session(BaseSession):
 
     # --- hyperparameter tuning jobs: sagemaker/tuning.py -------------------------------------
 
-    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None) -> None:
-        """See `BaseSession.submit_tuning_job`."""
+    def submit_tuning_job(self, request: Mapping[str, Any], stage: Stage | None = None,
+                          lost: Sequence[str] = ()) -> None:
+        """See `BaseSession.submit_tuning_job` (`lost` was logged by the tuner: SageMaker keeps
+        no diagnostics)."""
         from ddpjob.sagemaker import tuning
 
         tuning.submit(self, request, stage)

@@ -6,13 +6,13 @@ The trial definition carries every member of the plain job's request that
 `HyperParameterTrainingJobDefinition` has (channels, environment, checkpoint, retry strategy,
 spot and MaxWait, output, VPC, resources), its hyperparameters minus the tuned ones as
 `StaticHyperParameters`, and its tags go to the tuning job. A member the definition cannot
-carry is named in one warning (the official SDKs drop them silently).
+carry is left out; the tuner names each in one warning (`parity`; the official SDKs drop them
+silently).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,15 +24,10 @@ from ddpjob.tuning import rules
 if TYPE_CHECKING:  # pragma: no cover
     from botocore.model import Shape
 
-logger = logging.getLogger(__name__)
-
 OPERATION = "CreateHyperParameterTuningJob"
 DEFINITION_SHAPE = "HyperParameterTrainingJobDefinition"
 #: Members of the training request the definition holds otherwise (or the tuning job does).
 _MOVED = ("TrainingJobName", "HyperParameters", "Tags", "AlgorithmSpecification")
-#: Dropped without a warning: the PyTorch estimator sets it by default (as the official one,
-#: whose tuner drops it too), so a warning would follow every tuning job.
-_DROPPED_QUIETLY = ("AlgorithmSpecification.EnableSageMakerMetricsTimeSeries",)
 
 
 @dataclass(frozen=True)
@@ -100,13 +95,6 @@ def training_job_definition(training: Mapping[str, Any], config: TuningConfig
             "such member (aws/sagemaker-python-sdk#5184); use a framework image and entry_point")
     if config.metric_definitions is not None:
         algorithm["MetricDefinitions"] = [dict(metric) for metric in config.metric_definitions]
-    dropped = [f"AlgorithmSpecification.{name}" for name in algorithm
-               if name not in algorithm_members]
-    dropped += [name for name in training if name not in carried and name not in _MOVED]
-    dropped = [name for name in dropped if name not in _DROPPED_QUIETLY]
-    if dropped:
-        logger.warning("A tuning job's trials cannot carry %s (the tuning API has no such "
-                       "member): the trials run without it", ", ".join(sorted(dropped)))
     tuned = tuned_names(config.parameter_ranges)
     definition: dict[str, Any] = {
         name: training[name] for name in carried if name in training}

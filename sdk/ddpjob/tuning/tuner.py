@@ -28,11 +28,12 @@ from ddpjob import backends, naming, planner, validation
 from ddpjob import inputs as inputs_module
 from ddpjob.errors import UserInputError
 from ddpjob.estimator import Estimator
-from ddpjob.tuning import parameters, rules, strategies
+from ddpjob.tuning import parameters, parity, rules, strategies
 from ddpjob.tuning.job import TuningJob
 from ddpjob.tuning.request import (
     TuningConfig,
     training_job_definition,
+    tuned_names,
     tuning_request,
     validate_tuning_request,
 )
@@ -219,9 +220,10 @@ class HyperparameterTuner:
         return tuning_name_from_base(base)
 
     def _prepare(self, inputs: inputs_module.Inputs, job_name: str | None
-                 ) -> tuple[dict[str, Any], Any]:
-        """The checked request and what stores the code and inputs (run after the name is
-        reserved)."""
+                 ) -> tuple[dict[str, Any], Any, list[str]]:
+        """The checked request, what stores the code and inputs (run after the name is
+        reserved), and the members its trials lose against the plain training job (each line
+        logged here, with what the request shows alone)."""
         name = self._job_name(job_name)
         planned, stage = planner.prepare(self.estimator.definition(inputs, name),
                                          self.sagemaker_session)
@@ -230,7 +232,11 @@ class HyperparameterTuner:
                                                              self._config()))
         except rules.RuleBroken as error:
             raise _argument_error(error) from None
-        return dict(request), stage
+        lost = parity.lost_members(planned.request, request[rules.DEFINITION],
+                                   tuned_names(request[_CONFIG]["ParameterRanges"]))
+        for line in lost + parity.request_warnings(request):
+            logger.warning("%s", line)
+        return dict(request), stage, lost
 
     def tuning_job_request(self, inputs: inputs_module.Inputs = None,
                            job_name: str | None = None) -> dict[str, Any]:
@@ -248,9 +254,9 @@ class HyperparameterTuner:
         kwargs.pop("include_cls_metadata", None)
         if kwargs:
             raise UserInputError(f"fit got unexpected arguments {sorted(kwargs)}")
-        request, stage = self._prepare(inputs, job_name)
+        request, stage, lost = self._prepare(inputs, job_name)
         name = request["HyperParameterTuningJobName"]
-        self.sagemaker_session.submit_tuning_job(request, stage)
+        self.sagemaker_session.submit_tuning_job(request, stage, lost)
         self.latest_tuning_job = TuningJob(self.sagemaker_session, name)
         print(f"Started hyperparameter tuning job {name}", flush=True)
         if wait:

@@ -13,6 +13,11 @@ from typing import Any
 from ddpjob.job_status import EndCause, SecondaryStatus, job_progress
 from ddpjob.local.base.failure_cause import HostFailure, choose
 
+#: How long the other hosts may go on after a host failed, to end of themselves: a rank's
+#: error ends its peers' collectives too, and a peer's host can exit first; ending the first
+#: host before its agent recorded the error would name a consequence as the cause.
+SETTLE_S = 5.0
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -27,6 +32,7 @@ class Observation:
     waited_s: float = 0.0  # since the job was created
     max_wait_s: float | None = None  # MaxWaitTimeInSeconds of a spot job
     interruption: Mapping[str, Any] | None = None  # asked for or planned, due now
+    failed_for_s: float = 0.0  # since a host was first seen exiting non-zero
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,9 @@ def decide(seen: Observation) -> Decision:
     Once the hosts are being ended nothing else is decided until they all exited, but
     MaxWaitTimeInSeconds, which bounds an interruption's notice too. A stop request comes
     first, then MaxWaitTimeInSeconds, MaxRuntimeInSeconds, an interruption (with notice it ends
-    the hosts; a lost host is only killed: its failure comes next), then a host that failed;
-    otherwise the job is as far as its slowest host (exited 0: "Done").
+    the hosts; a lost host is only killed: its failure comes next), then a host that failed
+    (the others ended once they all exited or SETTLE_S passed); otherwise the job is as far
+    as its slowest host (exited 0: "Done").
     """
     done = all(code is not None for code in seen.exit_codes.values())
     past_max_wait = bool(seen.max_wait_s and seen.waited_s > seen.max_wait_s)
@@ -65,8 +72,10 @@ def decide(seen: Observation) -> Decision:
         end = EndCause.INTERRUPTED if seen.interruption["notice"] else None
         return Decision(end=end, interrupt=seen.interruption)
     failed = [host for host, code in seen.exit_codes.items() if code not in (None, 0)]
-    if failed:
+    if failed and (done or seen.failed_for_s >= SETTLE_S):
         return Decision(end=EndCause.HOST_FAILED, failed_host=failed[0], done=done)
+    if failed:
+        return Decision()
     phases = ["Done" if seen.exit_codes.get(host) == 0 else phase
               for host, phase in seen.phases.items()]
     return Decision(progress=job_progress(phases), done=done)

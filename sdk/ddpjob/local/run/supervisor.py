@@ -53,6 +53,7 @@ class Supervisor:
         self.hosts = Hosts(self.job, self.job_dir, self.kind, self.lease)  # pool: once acquired
         self.cause: EndCause | None = None
         self.failed_host: str | None = None
+        self.failure_seen_at: float | None = None  # when a host was first seen failed
         self.internal_error: str | None = None
         self.hung: str | None = None  # which ranks were elsewhere while others waited
         self.signalled = False
@@ -75,13 +76,17 @@ class Supervisor:
         now = time.time()
         running = state.training_s(now) if state.training_start_time is not None \
             else now - state.creation_time
+        codes = self.hosts.exit_codes()
+        if self.failure_seen_at is None and any(c not in (None, 0) for c in codes.values()):
+            self.failure_seen_at = now
         return Observation(
-            phases=self.hosts.phases(), exit_codes=self.hosts.exit_codes(),
+            phases=self.hosts.phases(), exit_codes=codes,
             stop_requested=self.signalled or state.status is SecondaryStatus.STOPPING,
             running_s=running, max_run_s=self.job.max_runtime_s, ending=self.cause,
             waited_s=now - state.creation_time,
             max_wait_s=self.job.max_wait_s,
             interruption=_interruption_due(state, now),
+            failed_for_s=0.0 if self.failure_seen_at is None else now - self.failure_seen_at,
         )  # fmt: skip
 
     def _apply(self, decision: Decision, codes: dict[str, int | None]) -> None:
@@ -175,7 +180,7 @@ class Supervisor:
         log.warning("%s", message)
         self.hosts.end_all(restarting=True)
         self.hosts.forget()
-        self.cause = self.failed_host = self.hung = None
+        self.cause = self.failed_host = self.hung = self.failure_seen_at = None
         if not self.kind.restores_own_checkpoints:
             staging.stage_checkpoint(self.job_dir, self.job)
         if self._update(JobState.start_again).status is SecondaryStatus.STARTING:

@@ -24,7 +24,14 @@ from ddpjob.errors import DdpjobError
 from ddpjob.local.base import detached
 from ddpjob.local.base.arns import tuning_job_arn
 from ddpjob.local.control.control_plane import LocalControlPlane
-from ddpjob.local.tuning import answers, completion, early_stopping, trials, warm_start
+from ddpjob.local.tuning import (
+    answers,
+    completion,
+    diagnostics,
+    early_stopping,
+    trials,
+    warm_start,
+)
 from ddpjob.local.tuning.tuningstate import Trial, TuningState, TuningStatus
 from ddpjob.local.tuning.tuningstore import TuningStore
 from ddpjob.local.watch import metrics
@@ -99,6 +106,8 @@ class Controller:
             log.info("%s", note)
             self.store.update(name, lambda s: setattr(s, "note", note) or True)
         self.signalled = False
+        # what the trials will lose (logged now, before any trial) or get wrong as they run
+        self.watch = diagnostics.Watch(store, name, self.control.store)
 
     def run(self) -> None:
         while True:
@@ -150,7 +159,9 @@ class Controller:
                     trial.__dict__.update(seen[trial.name])
             return bool(seen)
 
-        return self.store.update(self.name, change)
+        state = self.store.update(self.name, change)
+        self.watch.seen(t for t in state.trials if t.name in seen)
+        return state
 
     def _seen(self, trial: Trial) -> dict[str, Any] | None:
         try:

@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +60,11 @@ class LocalTuningControlPlane:
         return {"HyperParameterTuningJobArn": tuning_job_arn(kwargs["HyperParameterTuningJobName"]),
                 **copy.deepcopy(_OK)}
 
-    def create_checked(self, request: dict[str, Any], stage: Callable[[], None] | None = None
-                       ) -> None:
+    def create_checked(self, request: dict[str, Any], stage: Callable[[], None] | None = None,
+                       lost: Sequence[str] = ()) -> None:
         """Reserve the name of a request `checked_request` answered, run `stage` (the uploads;
-        the name is given back when it fails), then start the tuning job's controller."""
+        the name is given back when it fails), then start the tuning job's controller, whose
+        diagnostics begin with `lost` (what the client's tuner found its trials lose)."""
         name = request["HyperParameterTuningJobName"]
         try:
             self.store.reserve(name)
@@ -79,7 +80,9 @@ class LocalTuningControlPlane:
         except BaseException:
             self.store.release(name)
             raise
-        folder = self.store.create_tuning(request, TuningState.new(name))
+        state = TuningState.new(name)
+        state.diagnostics = list(lost)
+        folder = self.store.create_tuning(request, state)
         self._start_controller(name, folder)
 
     def checked_request(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -127,6 +130,12 @@ class LocalTuningControlPlane:
                    if (found := self._parent(parent)) is not None]
         return {**answers.describe(request, state),
                 **warm_start.overall_best(request, state, parents), **copy.deepcopy(_OK)}
+
+    def diagnostics(self, name: str) -> list[str]:
+        """ddpjob's findings on the tuning job's trials (`diagnostics`: the job's, then each
+        trial's), which no AWS answer has a member for."""
+        state = self.store.state(self._known(name, "DescribeHyperParameterTuningJob"))
+        return state.diagnostics + [t.diagnosis for t in state.trials if t.diagnosis]
 
     def stop_hyper_parameter_tuning_job(self, **kwargs: Any) -> dict[str, Any]:
         """Stopping, then Stopped once every running trial stopped

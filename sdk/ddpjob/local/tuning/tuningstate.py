@@ -49,6 +49,7 @@ class Trial:
     end_time: float | None = None
     objective: float | None = None  # the objective metric's final value, when it was printed
     failure_reason: str | None = None
+    diagnosis: str | None = None  # why it has no objective (`diagnostics`)
 
     @property
     def ended(self) -> bool:
@@ -76,6 +77,7 @@ class TuningState:
     controller_pid: int | None = None
     controller_started: int | None = None  # with the pid, the controller's identity
     note: str | None = None  # why fewer trials than MaxParallelTrainingJobs run at once
+    diagnostics: list[str] = field(default_factory=list)  # what its trials lost or got wrong
     trials: list[Trial] = field(default_factory=list)
 
     @classmethod

@@ -3,9 +3,10 @@ written, as SageMaker matches it against the job's CloudWatch logs; the value is
 (`metric_matcher`: in bounded time per line, a stalling definition disabled with a warning).
 
 The supervisor polls a `MetricCollector`, which appends every value to `<job dir>/metrics.jsonl`
-(`{"MetricName", "Value", "Timestamp", "Host"}`); `final_metric_data` gives DescribeTrainingJob's
-`FinalMetricDataList` (the last value of each metric) and `series` the time series that
-`ddpjob.analytics.metrics_for_job` (the estimator's `training_job_analytics`) shows.
+(`{"MetricName", "Value", "Timestamp", "Host"}`, and `"Rank"` for a torchrun worker's line);
+`final_metric_data` gives DescribeTrainingJob's `FinalMetricDataList` (the last value of each
+metric) and `series` the time series that `ddpjob.analytics.metrics_for_job` (the estimator's
+`training_job_analytics`) shows.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ddpjob_runtime.shared import contract
+
 from ddpjob.local.watch.logtail import Tail
 from ddpjob.local.watch.metric_matcher import Matcher
 
 log = logging.getLogger(__name__)
 
 SERIES_FILE = "metrics.jsonl"
+_RANK = re.compile(contract.RANK_LINE_REGEX)
 
 
 def definitions(request: dict[str, Any]) -> list[tuple[str, str]]:
@@ -54,6 +58,12 @@ def _value(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _rank(line: str) -> dict[str, int]:
+    """`{"Rank": R}` for a line a torchrun worker printed (`[rank R] ...`), else {}."""
+    found = _RANK.match(line)
+    return {"Rank": int(found.group(1))} if found else {}
+
+
 class MetricCollector:
     """Follows every host's log of one job and records the metric values found in it."""
 
@@ -72,10 +82,11 @@ class MetricCollector:
         records = []
         now = time.time()
         for host, tail in self.tails.items():
-            for _, name, text in self.matcher.search(tail.lines(final=final)):
+            lines = tail.lines(final=final)
+            for index, name, text in self.matcher.search(lines):
                 if (value := _value(text)) is not None:
                     records.append({"MetricName": name, "Value": value, "Timestamp": now,
-                                    "Host": host})
+                                    "Host": host, **_rank(lines[index])})
         if records:
             with open(self.path, "a") as out:
                 out.writelines(json.dumps(r) + "\n" for r in records)
