@@ -18,7 +18,6 @@ Ours where AWS is silent (AWS's algorithms are its own; docs/tuning.md):
 
 from __future__ import annotations
 
-import logging
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -35,8 +34,6 @@ from optuna.trial import TrialState
 
 from ddpjob.tuning import rules
 from ddpjob.tuning.strategies import KnownTrial, Search, TrialValues, range_entries
-
-log = logging.getLogger(__name__)
 
 STARTUP_TRIALS = 3
 REDUCTION_FACTOR = 3
