@@ -257,15 +257,12 @@ def test_a_stop_from_another_process_stops_every_running_trial(
 
 
 @pytest.mark.parametrize(("change", "refusal"), [
-    (lambda r: r["HyperParameterTuningJobConfig"].update(Strategy="Bayesian"),
-     "local tuning jobs run Random and Grid"),
+    (lambda r: r.update(Autotune={"Mode": "Enabled"}), "Autotune: not run by local"),
     (lambda r: r["TrainingJobDefinition"]["AlgorithmSpecification"].update(
         MetricDefinitions=[]), "A metric is required"),
     (lambda r: r["HyperParameterTuningJobConfig"].update(Strategy="Grid"),
      "only categorical"),
     (lambda r: r.update(HyperParameterTuningJobName="n" * 33), "HyperParameterTuningJobName"),
-    (lambda r: r["HyperParameterTuningJobConfig"].update(TuningJobCompletionCriteria={
-        "TargetObjectiveMetricValue": 0.1}), "TuningJobCompletionCriteria"),
     (lambda r: r["TrainingJobDefinition"]["ResourceConfig"].update(InstanceType="ml.p5.48xlarge"),
      "cannot run in local mode"),
 ])

@@ -8,6 +8,8 @@ with its own argument. Each rule's source is AWS's API reference or developer gu
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -87,12 +89,11 @@ def _check_strategy(config: Mapping[str, Any], static: Mapping[str, str]) -> Non
         # Hyperband: AWS's API reference; Grid: ours (stopping trials would leave holes in it).
         raise RuleBroken(f"{CONFIG}.TrainingJobEarlyStoppingType",
                          f"must be Off with the {strategy} strategy, got Auto")
-    hyperband = (config.get("StrategyConfig") or {}).get("HyperbandStrategyConfig")
     if config.get("StrategyConfig") is not None and strategy != "Hyperband":
         raise RuleBroken(f"{CONFIG}.StrategyConfig", f"is for the Hyperband strategy only, and "
                                                      f"the strategy is {strategy}")
     if strategy == "Hyperband":
-        _check_hyperband(hyperband or {}, static)
+        hyperband_resources(config, static)
     if strategy == "Grid":
         ranges = config.get("ParameterRanges") or {}
         try:
@@ -106,20 +107,45 @@ def _check_strategy(config: Mapping[str, Any], static: Mapping[str, str]) -> Non
                              f"categorical combinations, {size}, or be left out; got {asked}")
 
 
-def _check_hyperband(hyperband: Mapping[str, Any], static: Mapping[str, str]) -> None:
+def hyperband_resources(config: Mapping[str, Any], static: Mapping[str, str]
+                        ) -> tuple[int, int]:
+    """Hyperband's (MinResource, MaxResource): as given, MinResource 1 by default, MaxResource
+    from a static epochs hyperparameter when not given (a JSON-quoted value, as framework
+    clients send it, is read too); RuleBroken when they break AWS's rules."""
     member = f"{CONFIG}.StrategyConfig.HyperbandStrategyConfig"
+    hyperband = (config.get("StrategyConfig") or {}).get("HyperbandStrategyConfig") or {}
     low, high = hyperband.get("MinResource"), hyperband.get("MaxResource")
-    if high is None and not any(key in static for key in EPOCH_KEYS):
-        raise RuleBroken(f"{member}.MaxResource",
-                         f"Hyperband's MaxResource is needed: AWS infers it only from a static "
-                         f"hyperparameter named one of {', '.join(EPOCH_KEYS)}, and there is none")
-    if high is not None and high > 20_000:
+    if high is None:
+        key = next((key for key in EPOCH_KEYS if key in static), None)
+        if key is None:
+            raise RuleBroken(f"{member}.MaxResource",
+                             f"Hyperband's MaxResource is needed: AWS infers it only from a "
+                             f"static hyperparameter named one of {', '.join(EPOCH_KEYS)}, and "
+                             f"there is none")
+        high = _integer(static[key])
+        if high is None or high < 1:  # ours: AWS is silent
+            raise RuleBroken(f"{DEFINITION}.StaticHyperParameters",
+                             f"Hyperband infers MaxResource from {key}, which must be a "
+                             f"positive integer, got {static[key]!r}")
+    if high > 20_000:
         raise RuleBroken(f"{member}.MaxResource",
                          f"Hyperband's MaxResource is at most 20000, got {high}")
-    if low is not None and high is not None and low > high:  # ours: AWS is silent
+    low = 1 if low is None else low
+    if low > high:  # ours: AWS is silent
         raise RuleBroken(f"{member}.MinResource",
                          f"Hyperband's MinResource must not exceed its MaxResource {high}, "
                          f"got {low}")
+    return low, high
+
+
+def _integer(text: str) -> int | None:
+    """`text` as an integer, JSON-quoted or not; None when it is none."""
+    with contextlib.suppress(ValueError):
+        text = json.loads(text)
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def _check_definition(definition: Mapping[str, Any], config: Mapping[str, Any]) -> None:

@@ -28,7 +28,7 @@ from ddpjob import backends, naming, planner, validation
 from ddpjob import inputs as inputs_module
 from ddpjob.errors import UserInputError
 from ddpjob.estimator import Estimator
-from ddpjob.tuning import parameters, parity, rules
+from ddpjob.tuning import parameters, parity, rules, strategies
 from ddpjob.tuning.job import TuningJob
 from ddpjob.tuning.request import (
     TuningConfig,
@@ -110,7 +110,8 @@ class HyperparameterTuner:
     Arguments are those of the official SDK v2's `HyperparameterTuner`; `estimator` is a ddpjob
     estimator whose session runs the tuning job (a `Session`: SageMaker; local tuning jobs
     are planned). `warm_start_config`, `strategy_config` and `completion_criteria_config` are
-    the official SDK's objects or dicts in the request's shape. `metric_definitions` default
+    the official SDK's objects or dicts in the request's shape. On a LocalSession, Bayesian and
+    Hyperband need the `tune` extra (Optuna). `metric_definitions` default
     to the estimator's. `estimator_name`, `autotune` and `hyperparameters_to_keep_static` are
     refused (not supported yet).
     """
@@ -170,6 +171,8 @@ class HyperparameterTuner:
                                                           "completion_criteria_config")
         self.latest_tuning_job: TuningJob | None = None
         self._check_rules()
+        if self.sagemaker_session.backend is backends.LOCAL:  # SageMaker runs its own
+            strategies.require_engine(self.strategy)
 
     # ------------------------------------------------------------------ the request
 

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from ddpjob.local.base.arns import job_arn, tuning_job_arn
-from ddpjob.local.tuning import trials
+from ddpjob.local.tuning import completion, trials
 from ddpjob.local.tuning.tuningstate import Trial, TuningState
 
 CONFIG = "HyperParameterTuningJobConfig"
@@ -90,6 +90,8 @@ def describe(request: dict[str, Any], state: TuningState) -> dict[str, Any]:
         response["BestTrainingJob"] = trial_summary(request, found)
     if state.failure_reason:
         response["FailureReason"] = state.failure_reason
+    response.update(completion.details(request[CONFIG].get("TuningJobCompletionCriteria"), state,
+                                       objective(request)["Type"] == "Minimize"))
     return response
 
 

@@ -1,13 +1,15 @@
 """The detached process that runs one local tuning job:
 `python -m ddpjob.local.tuning.controller <tuning job dir>`.
 
-It asks the strategy for each trial's values, creates the trials through the local control plane
+It asks the strategy (`strategies.Search`, told the trials of a warm start's parents) for each
+trial's values and tells it each trial's end, creates the trials through the local control plane
 (each a training job, up to MaxParallelTrainingJobs at once, or fewer where this machine says so),
 follows them, and records what it saw in the tuning job's state for any process to read. A stop
 (StopHyperParameterTuningJob, or MaxRuntimeInSeconds) stops every running trial; the job ends
-Stopped once they all ended. It ends Completed when the budget is used, Failed when no trial
-succeeded within the first attempts. It runs in its own session, so the tuning job outlives the
-notebook that started it.
+Stopped once they all ended. Early stopping "Auto" and Hyperband stop trials by their live
+objective series. It ends Completed when the budget is used or the completion criteria are met
+(`completion`; running trials are stopped), Failed when no trial succeeded within the first
+attempts. It runs in its own session, so the tuning job outlives the notebook that started it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator
 from typing import Any
 
 from ddpjob.errors import DdpjobError
@@ -25,7 +26,14 @@ from ddpjob.local.base.arns import tuning_job_arn
 from ddpjob.local.control.control_plane import LocalControlPlane
 from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.isolation import fixed_port
-from ddpjob.local.tuning import answers, diagnostics, early_stopping, trials
+from ddpjob.local.tuning import (
+    answers,
+    completion,
+    diagnostics,
+    early_stopping,
+    trials,
+    warm_start,
+)
 from ddpjob.local.tuning.tuningstate import Trial, TuningState, TuningStatus
 from ddpjob.local.tuning.tuningstore import TuningStore
 from ddpjob.local.watch import metrics
@@ -44,13 +52,15 @@ def no_success(attempts: int) -> str:
             f"training job failures to get more details.")
 
 
-def values_of(request: dict[str, Any]) -> Iterator[dict[str, str]]:
-    """Each trial's tuned values, by the request's strategy (Random and Grid)."""
-    config = request[answers.CONFIG]
-    ranges = config.get("ParameterRanges") or {}
-    if config["Strategy"] == "Grid":
-        return iter(strategies.grid(ranges))
-    return iter(strategies.RandomSearch(ranges, config.get("RandomSeed")))
+def search_of(store: TuningStore, request: dict[str, Any]) -> strategies.Search:
+    """The request's strategy, told the trials of its warm start's parents."""
+    search = strategies.for_request(
+        request[answers.CONFIG], request["TrainingJobDefinition"].get(
+            "StaticHyperParameters") or {}, request["HyperParameterTuningJobName"])
+    search.learn(warm_start.known_trials([
+        (store.request(name), store.state(name)) for name in warm_start.parent_names(request)
+        if store.exists(name)]))
+    return search
 
 
 def budget(request: dict[str, Any]) -> int:
@@ -90,7 +100,9 @@ class Controller:
         self.store, self.name = store, name
         self.request = store.request(name)
         self.control = LocalControlPlane(store.home)
-        self.values = values_of(self.request)
+        self.search = search_of(store, self.request)
+        self.told: set[str] = set()  # the trials whose end the search was told
+        self.complete: str | None = None  # why the completion criteria ended the job
         self.budget = budget(self.request)
         self.parallel, note = parallel(self.request)
         self.definition = self.request["TrainingJobDefinition"]
@@ -100,6 +112,7 @@ class Controller:
         config = self.request[answers.CONFIG]
         self.early_stopping = config.get("TrainingJobEarlyStoppingType", "Off") == "Auto"
         self.minimize = answers.objective(self.request)["Type"] == "Minimize"
+        self.criteria = config.get("TuningJobCompletionCriteria")
         self.stopped_early: set[str] = set()
         if note:
             log.info("%s", note)
@@ -113,6 +126,7 @@ class Controller:
             state = self._observe()
             if state.is_terminal:
                 return
+            self._tell(state)
             ending = self._ending(state)
             if ending is None:
                 self._stop_early(state)
@@ -136,6 +150,12 @@ class Controller:
         ended = len([t for t in state.trials if t.ended])
         if ended >= ATTEMPTS and not state.succeeded():
             return TuningStatus.FAILED, no_success(ATTEMPTS)
+        if self.complete is None and (reason := completion.reached(self.criteria, state,
+                                                                   self.minimize)):
+            log.info("the tuning job is complete: %s", reason)
+            self.complete = reason
+        if self.complete is not None:  # it stays complete while its trials stop
+            return TuningStatus.COMPLETED, None
         if len(state.trials) < self.budget or state.running():
             return None
         return (TuningStatus.COMPLETED, None) if state.succeeded() else (
@@ -167,9 +187,18 @@ class Controller:
                 "start_time": times["TrainingStartTime"] and times["TrainingStartTime"].timestamp(),
                 "end_time": times["TrainingEndTime"] and times["TrainingEndTime"].timestamp()}
 
+    def _tell(self, state: TuningState) -> None:
+        """Tell the search how each trial that ended since ended."""
+        for trial in state.trials:
+            if trial.ended and trial.name not in self.told:
+                self.told.add(trial.name)
+                objective = trial.objective if trial.objective_status == "Succeeded" else None
+                self.search.tell(trial.name, objective, trial.name in self.stopped_early)
+
     def _stop_early(self, state: TuningState) -> None:
-        """Stop each running trial the median rule says to stop (early stopping "Auto")."""
-        if not self.early_stopping:
+        """Stop each running trial the median rule (early stopping "Auto") or the search
+        (Hyperband) says to stop."""
+        if not self.early_stopping and not self.search.prunes:
             return
         series = {t.name: early_stopping.objective_series(
             metrics.series(self.control.store.job_dir(t.name)), self.metric)
@@ -178,12 +207,18 @@ class Controller:
             if trial.ended or trial.name in self.stopped_early or trial.name not in series:
                 continue
             previous = [series[t.name] for t in state.trials[:index] if t.name in series]
-            if early_stopping.should_stop(series[trial.name], previous, self.minimize):
-                log.info("early stopping %s: its %s at epoch %d is worse than the median of the "
-                         "trials before it", trial.name, self.metric, len(series[trial.name]))
-                self.stopped_early.add(trial.name)
-                with contextlib.suppress(DdpjobError):  # it ended meanwhile
-                    self.control.stop_training_job(TrainingJobName=trial.name)
+            if self.early_stopping and early_stopping.should_stop(
+                    series[trial.name], previous, self.minimize):
+                why = "is worse than the median of the trials before it"
+            elif self.search.should_stop(trial.name, series[trial.name]):
+                why = "is among the worst at its Hyperband rung"
+            else:
+                continue
+            log.info("early stopping %s: its %s at epoch %d %s", trial.name, self.metric,
+                     len(series[trial.name]), why)
+            self.stopped_early.add(trial.name)
+            with contextlib.suppress(DdpjobError):  # it ended meanwhile
+                self.control.stop_training_job(TrainingJobName=trial.name)
 
     def _stop_trials(self, state: TuningState) -> bool:
         """Ask every running trial to stop; True once none runs."""
@@ -197,13 +232,14 @@ class Controller:
         for number in range(len(state.trials) + 1, self.budget + 1):
             if len(self.store.state(self.name).running()) >= self.parallel:
                 return
-            values = next(self.values, None)
+            name = trials.trial_name(self.name, number)
+            values = self.search.suggest(name)
             if values is None:
                 return
-            self._start_trial(number, values)
+            self._start_trial(name, values)
 
-    def _start_trial(self, number: int, values: dict[str, str]) -> None:
-        trial = Trial(trials.trial_name(self.name, number), values, creation_time=time.time())
+    def _start_trial(self, name: str, values: dict[str, str]) -> None:
+        trial = Trial(name, values, creation_time=time.time())
         self.store.update(self.name, lambda s: s.trials.append(trial) or True)
         request = trials.trial_request(self.definition, trial.name, values, self.metric)
         try:

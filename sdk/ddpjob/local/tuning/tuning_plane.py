@@ -29,18 +29,16 @@ from ddpjob.local.base.arns import tuning_job_arn
 from ddpjob.local.base.jobstore import JobExists
 from ddpjob.local.control import refusals, validation
 from ddpjob.local.control.control_plane import LocalControlPlane
-from ddpjob.local.tuning import answers, controller, trials
+from ddpjob.local.tuning import answers, trials, warm_start
 from ddpjob.local.tuning.tuningstate import TuningState, TuningStatus
 from ddpjob.local.tuning.tuningstore import TuningStore
-from ddpjob.tuning import rules
+from ddpjob.tuning import rules, strategies
 
 log = logging.getLogger(__name__)
 
 CONTROLLER_MODULE = "ddpjob.local.tuning.controller"
 CONTROLLER_START_S = 60.0  # a job whose controller recorded no pid this long after has lost it
 LOST = "InternalServerError: the tuning job's controller process is gone (see controller.log)"
-#: What the local controller runs; Bayesian and Hyperband come with the `tune` extra later.
-LOCAL_STRATEGIES = ("Random", "Grid")
 _OK = {"ResponseMetadata": {"HTTPStatusCode": 200, "RetryAttempts": 0}}
 
 
@@ -96,17 +94,24 @@ class LocalTuningControlPlane:
         except rules.RuleBroken as exc:
             raise _refused(op, str(exc)) from None
         config = request[answers.CONFIG]
-        if config["Strategy"] not in LOCAL_STRATEGIES:
-            raise _refused(op, f"{answers.CONFIG}.Strategy {config['Strategy']!r}: local tuning "
-                               f"jobs run {' and '.join(LOCAL_STRATEGIES)} (docs/tuning.md)")
-        for member in ("TrainingJobDefinitions", "WarmStartConfig", "Autotune"):
+        for member in ("TrainingJobDefinitions", "Autotune"):
             if request.get(member):
                 raise _refused(op, f"{member}: not run by local tuning jobs yet "
                                    f"(docs/tuning.md); tune on SageMaker with a Session")
-        if config.get("TuningJobCompletionCriteria"):
-            raise _refused(op, f"{answers.CONFIG}.TuningJobCompletionCriteria: not applied by "
-                               f"local tuning jobs yet (docs/tuning.md)")
-        first = next(controller.values_of(request))
+        criteria = config.get("TuningJobCompletionCriteria") or {}
+        if (criteria.get("ConvergenceDetected") or {}).get("CompleteOnConvergence") == "Enabled":
+            raise _refused(op, f"{answers.CONFIG}.TuningJobCompletionCriteria."
+                               f"ConvergenceDetected: AWS's convergence rule is undocumented, so "
+                               f"local tuning jobs do not apply it; leave it Disabled "
+                               f"(docs/tuning.md)")
+        try:
+            strategies.require_engine(config["Strategy"])
+            warm_start.check(request, self._parent)
+        except UserInputError as exc:
+            raise _refused(op, str(exc)) from None
+        ranges = config.get("ParameterRanges") or {}
+        first = strategies.grid(ranges)[0] if config["Strategy"] == "Grid" \
+            else strategies.RandomSearch(ranges).suggest()  # any values: what the trials run
         trial = trials.trial_request(request["TrainingJobDefinition"],
                                      trials.trial_name(request["HyperParameterTuningJobName"], 1),
                                      first, answers.objective(request)["MetricName"])
@@ -119,8 +124,11 @@ class LocalTuningControlPlane:
         op = "DescribeHyperParameterTuningJob"
         validation.check_shape(op, kwargs)
         name = self._known(kwargs["HyperParameterTuningJobName"], op)
-        return {**answers.describe(self.store.request(name), self._seen(name)),
-                **copy.deepcopy(_OK)}
+        request, state = self.store.request(name), self._seen(name)
+        parents = [found for parent in warm_start.parent_names(request)
+                   if (found := self._parent(parent)) is not None]
+        return {**answers.describe(request, state),
+                **warm_start.overall_best(request, state, parents), **copy.deepcopy(_OK)}
 
     def diagnostics(self, name: str) -> list[str]:
         """ddpjob's findings on the tuning job's trials (`diagnostics`: the job's, then each
@@ -189,14 +197,22 @@ class LocalTuningControlPlane:
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _known(self, name: str, operation: str) -> str:
+    def _exists(self, name: str) -> bool:
         with contextlib.suppress(rules.RuleBroken):  # before the name becomes a path
-            if self.store.exists(rules.check_name(name)):
-                return name
+            return self.store.exists(rules.check_name(name))
+        return False
+
+    def _known(self, name: str, operation: str) -> str:
+        if self._exists(name):
+            return name
         raise JobNotFoundError(
             f"No hyperparameter tuning job named {name!r} in local home {self.store.home}",
             code="ResourceNotFound", operation=operation,
             service_message=f"Amazon SageMaker can't find a tuning job with name {name}")
+
+    def _parent(self, name: str) -> warm_start.Parent | None:
+        """A local tuning job's request and state as readers see them; None without it."""
+        return (self.store.request(name), self._seen(name)) if self._exists(name) else None
 
     def _start_controller(self, name: str, folder: Path) -> None:
         log_fd = os.open(folder / "controller.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
