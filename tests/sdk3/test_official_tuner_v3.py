@@ -87,6 +87,10 @@ def test_the_v3_tuner_runs_its_trials_here_and_names_the_best(
         # Both trials' 2 hosts need port 7777: one trial at a time, and the controller says so.
         assert "running 1 trial at a time, not MaxParallelTrainingJobs=2: each trial's 2 hosts " \
                "run SageMaker's PyTorch toolkit" in log
+        # ...and that its trials will not run the ModelTrainer's torchrun, before they run.
+        assert any(line.startswith("AlgorithmSpecification: the tuning API carries no "
+                                   "ContainerEntrypoint")
+                   for line in local.tuning_diagnostics(name))
         best = min(frame.values(), key=lambda row: row["FinalObjectiveValue"])
         assert summary["best"] == best["TrainingJobName"]
         lr = best["lr"]  # three steps of w -= lr * 2 * (w - 3) from 0: loss = 9 (1 - 2 lr)^6

@@ -117,6 +117,12 @@ def _modeltrainer_lines(definition: Mapping[str, Any]) -> list[str]:
                      f"job carries: each trial's hosts run `python {program}` instead of the "
                      f"ModelTrainer's command (torchrun for Torchrun()), one process per host "
                      f"(aws/sagemaker-python-sdk#5508 and #5610; sent since its PR #5634)")
+    else:  # what the local trials showed (tests/sdk3/test_official_tuner_v3.py)
+        lines.append(f"AlgorithmSpecification: the tuning API carries no ContainerEntrypoint, "
+                     f"so the trials run the image's own program, which reads neither the "
+                     f"{DRIVERS!r} channel nor the ModelTrainer's distribution: each host runs "
+                     f"`python {program}` alone (rank 0 of 1), not the ModelTrainer's command "
+                     f"(torchrun for Torchrun()) (aws/sagemaker-python-sdk#5508)")
     if CODE not in channels and SUBMIT_DIRECTORY not in static:
         lines.append(f"InputDataConfig: no {CODE!r} channel and no {SUBMIT_DIRECTORY} "
                      f"hyperparameter: the trials get none of the ModelTrainer's source code")
