@@ -4,8 +4,9 @@
 a v3 test that finds none builds it then. What it holds is pinned in one place,
 `requirements.txt` beside this file (every package's version in `constraints.txt`); a venv
 built from other pins is built again. First the SDK and the rest are installed, their
-`pip freeze` and `pip check` recorded, then ddpjob beside them, so that a test can prove that
-installing ddpjob changed nothing of the SDK's.
+`pip freeze` and `pip check` recorded, then ddpjob beside them, then its `tune` extra (Optuna),
+each recorded again, so that a test can prove that installing ddpjob, with or without the
+extra, changed nothing of the SDK's.
 `$DDPJOB_SDK3_PYTHON` names an environment to use instead.
 """
 
@@ -24,6 +25,7 @@ VENV = REPO / ".venv-sdk3"
 REQUIREMENTS = Path(__file__).with_name("requirements.txt")
 BEFORE, AFTER = "freeze-before-ddpjob.txt", "freeze-after-ddpjob.txt"
 CHECK_BEFORE, CHECK_AFTER = "check-before-ddpjob.txt", "check-after-ddpjob.txt"
+TUNE_AFTER, TUNE_CHECK_AFTER = "freeze-after-ddpjob-tune.txt", "check-after-ddpjob-tune.txt"
 PINS = "requirements.sha256"  # in the venv: the pins it was built from, written last
 
 
@@ -37,7 +39,8 @@ def _pip(python: Path, *args: str) -> str:
 
 
 def _pins() -> str:
-    files = (REQUIREMENTS, REQUIREMENTS.with_name("constraints.txt"))
+    """The recipe's hash: the pins and this file (a venv built otherwise is built again)."""
+    files = (REQUIREMENTS, REQUIREMENTS.with_name("constraints.txt"), Path(__file__))
     return hashlib.sha256(b"".join(file.read_bytes() for file in files)).hexdigest()
 
 
@@ -52,6 +55,9 @@ def _build(venv: Path) -> None:
     _pip(python, "install", "--quiet", "-e", str(REPO))
     (venv / AFTER).write_text(_pip(python, "freeze", "--exclude-editable"))
     (venv / CHECK_AFTER).write_text(_pip(python, "check"))
+    _pip(python, "install", "--quiet", "-e", f"{REPO}[tune]")
+    (venv / TUNE_AFTER).write_text(_pip(python, "freeze", "--exclude-editable"))
+    (venv / TUNE_CHECK_AFTER).write_text(_pip(python, "check"))
     (venv / PINS).write_text(_pins())
 
 
