@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from ddpjob.local.session import LocalSession
-from ddpjob.tuning import strategies
+from ddpjob.tuning import searches
 
 from tests.local.conftest import assert_no_processes
 from tests.local.test_tuning_jobs import _valid, tuning_request, wait_tuning
@@ -40,7 +40,7 @@ def test_a_bayesian_job_is_seeded_and_follows_the_objectives_its_trials_reported
     _valid("DescribeHyperParameterTuningJob", described)
     assert described["HyperParameterTuningJobStatus"] == "Completed", described
     trials = _trials(session, "bayes")
-    replay = strategies.for_request(request[CONFIG], {}, "bayes")
+    replay = searches.for_request(request[CONFIG], {}, "bayes")
     for trial in trials:
         assert replay.suggest(trial["TrainingJobName"]) == trial["TunedHyperParameters"]
         replay.tell(trial["TrainingJobName"],

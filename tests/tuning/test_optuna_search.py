@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from ddpjob.errors import UserInputError
-from ddpjob.tuning import optuna_search, strategies
+from ddpjob.tuning import optuna_search, searches, strategies
 from ddpjob.tuning.strategies import KnownTrial
 
 LEVEL = {"ContinuousParameterRanges": [
@@ -52,10 +52,10 @@ def _run(search: strategies.Search, trials: int,
 
 
 def test_bayesian_is_seeded_and_its_values_follow_the_told_objectives() -> None:
-    first = _run(strategies.for_request(_config(), {}, "job"), 8)
-    assert first == _run(strategies.for_request(_config(), {}, "job"), 8)  # reproducible
-    assert first != _run(strategies.for_request(_config(seed=8), {}, "job"), 8)
-    told_otherwise = _run(strategies.for_request(_config(), {}, "job"), 8,
+    first = _run(searches.for_request(_config(), {}, "job"), 8)
+    assert first == _run(searches.for_request(_config(), {}, "job"), 8)  # reproducible
+    assert first != _run(searches.for_request(_config(seed=8), {}, "job"), 8)
+    told_otherwise = _run(searches.for_request(_config(), {}, "job"), 8,
                           lambda v: -_loss(v))  # the opposite objectives
     startup = optuna_search.STARTUP_TRIALS
     assert told_otherwise[:startup] == first[:startup]  # drawn at random: the same
@@ -63,12 +63,12 @@ def test_bayesian_is_seeded_and_its_values_follow_the_told_objectives() -> None:
 
 
 def test_bayesian_closes_in_on_the_best_region() -> None:
-    drawn = _run(strategies.for_request(_config(), {}, "job"), 30)
+    drawn = _run(searches.for_request(_config(), {}, "job"), 30)
     assert statistics.median(_loss(v) for v in drawn[-10:]) < 0.5  # uniform: median 2.25
 
 
 def test_every_kind_of_range_is_sampled_within_its_bounds() -> None:
-    search = strategies.for_request(_config(ranges=EVERY_KIND), {}, "job")
+    search = searches.for_request(_config(ranges=EVERY_KIND), {}, "job")
     drawn = _run(search, 25, lambda v: float(v["lr"]))
     for values in drawn:
         assert 0.0001 <= float(values["lr"]) <= 0.1
@@ -79,7 +79,7 @@ def test_every_kind_of_range_is_sampled_within_its_bounds() -> None:
 
 
 def test_a_failed_trial_is_told_without_an_objective() -> None:
-    search = strategies.for_request(_config(), {}, "job")
+    search = searches.for_request(_config(), {}, "job")
     for number in range(5):
         search.suggest(f"t{number}")
         search.tell(f"t{number}", None)  # failed: Optuna learns nothing from it
@@ -87,22 +87,22 @@ def test_a_failed_trial_is_told_without_an_objective() -> None:
 
 
 def test_warm_start_trials_seed_the_search_with_the_values_the_ranges_still_hold() -> None:
-    fresh = _run(strategies.for_request(_config(), {}, "job"), 2)
-    outside = strategies.for_request(_config(), {}, "job")
+    fresh = _run(searches.for_request(_config(), {}, "job"), 2)
+    outside = searches.for_request(_config(), {}, "job")
     outside.learn([KnownTrial({"level": "9"}, 36.0), KnownTrial({"gone": "1"}, 1.0)])
     assert _run(outside, 2) == fresh  # nothing it could use: as if it had no parents
-    learned = strategies.for_request(_config(), {}, "job")
+    learned = searches.for_request(_config(), {}, "job")
     learned.learn([KnownTrial({"level": str(x)}, (x - 3) ** 2) for x in (0.5, 2.9, 3.1, 5.5)])
     assert _run(learned, 2) != fresh  # past its random start: the parents' trials count
 
 
 def test_random_and_grid_ignore_results_and_the_grid_ends() -> None:
-    grid = strategies.for_request(_config("Grid", ranges={"CategoricalParameterRanges": [
+    grid = searches.for_request(_config("Grid", ranges={"CategoricalParameterRanges": [
         {"Name": "level", "Values": ["1", "2"]}]}), {}, "job")
     grid.learn([KnownTrial({"level": "1"}, 4.0)])
     assert [grid.suggest(), grid.suggest(), grid.suggest()] == [{"level": "1"}, {"level": "2"},
                                                                  None]
-    search = strategies.for_request(_config("Random"), {}, "job")
+    search = searches.for_request(_config("Random"), {}, "job")
     assert isinstance(search, strategies.RandomSearch) and not search.prunes
     assert not search.should_stop("t0", [9.0, 9.0])
 
@@ -110,7 +110,7 @@ def test_random_and_grid_ignore_results_and_the_grid_ends() -> None:
 def _hyperband(study: str = "hb") -> strategies.Search:
     config = _config("Hyperband", StrategyConfig={"HyperbandStrategyConfig": {
         "MinResource": 1, "MaxResource": 9}})
-    return strategies.for_request(config, {}, study)
+    return searches.for_request(config, {}, study)
 
 
 def test_hyperband_stops_worse_trials_at_its_rungs_and_never_the_best() -> None:
@@ -136,9 +136,9 @@ def test_hyperband_stops_worse_trials_at_its_rungs_and_never_the_best() -> None:
 
 def test_hyperband_takes_max_resource_from_the_static_epochs() -> None:
     config = _config("Hyperband")
-    assert strategies.for_request(config, {"epochs": '"4"'}, "hb").prunes
+    assert searches.for_request(config, {"epochs": '"4"'}, "hb").prunes
     with pytest.raises(UserInputError, match="MaxResource is needed"):
-        strategies.for_request(config, {}, "hb")
+        searches.for_request(config, {}, "hb")
 
 
 def test_without_optuna_bayesian_and_hyperband_are_one_line(
@@ -150,7 +150,7 @@ def test_without_optuna_bayesian_and_hyperband_are_one_line(
         assert str(refused.value) == (f"strategy {strategy} needs the `tune` extra: "
                                       f"pip install 'ddpjob[tune]'")
     strategies.require_engine("Random")
-    assert strategies.for_request(_config("Random"), {}, "job").suggest() is not None
+    assert searches.for_request(_config("Random"), {}, "job").suggest() is not None
 
 
 def test_the_tuner_on_a_local_session_refuses_bayesian_without_optuna(

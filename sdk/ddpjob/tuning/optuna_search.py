@@ -1,7 +1,7 @@
 """Bayesian and Hyperband through Optuna (the `tune` extra), used only as a sampler and a
 pruner by ask and tell: the controller asks for each trial's values, tells each trial's end, and
 for Hyperband reports each trial's objective per epoch. Imported only by
-`strategies.for_request` for those strategies.
+`searches.for_request` for those strategies.
 
 Ours where AWS is silent (AWS's algorithms are its own; docs/tuning.md):
 - Bayesian is Optuna's TPE (a tree-structured Parzen estimator, not AWS's Gaussian process),

@@ -1,7 +1,7 @@
 """The strategies that a local tuning job's controller asks for each trial's tuned
 hyperparameters and tells each trial's result (`Search`): Random and Grid here, with no
 dependency; Bayesian and Hyperband through Optuna (`optuna_search`, the `tune` extra), made by
-`for_request` only when asked for, so that importing this module never imports Optuna.
+`searches.for_request` only when asked for, so that importing this module never imports Optuna.
 
 A trial's values are strings, as they go into its CreateTrainingJob `HyperParameters`: integers
 and floats written out, categorical values as the range lists them (JSON-quoted by framework
@@ -147,18 +147,3 @@ def require_engine(strategy: str) -> None:
     """UserInputError in one line when `strategy` needs Optuna and it is not installed."""
     if strategy in OPTUNA_STRATEGIES:
         extras.require_tune(f"strategy {strategy}")
-
-
-def for_request(config: Mapping[str, Any], static: Mapping[str, str], study: str) -> Search:
-    """The search a HyperParameterTuningJobConfig asks for; `static` are the definition's
-    static hyperparameters (where Hyperband finds its MaxResource), `study` names the search
-    (the tuning job: Hyperband's brackets depend on it)."""
-    strategy, ranges = config["Strategy"], config.get("ParameterRanges") or {}
-    if strategy == "Grid":
-        return GridSearch(ranges)
-    if strategy not in OPTUNA_STRATEGIES:
-        return RandomSearch(ranges, config.get("RandomSeed"))
-    require_engine(strategy)
-    from ddpjob.tuning import optuna_search
-
-    return optuna_search.for_config(config, static, study)

@@ -37,7 +37,7 @@ from ddpjob.local.tuning import (
 from ddpjob.local.tuning.tuningstate import Trial, TuningState, TuningStatus
 from ddpjob.local.tuning.tuningstore import TuningStore
 from ddpjob.local.watch import metrics
-from ddpjob.tuning import strategies
+from ddpjob.tuning import searches, strategies
 
 log = logging.getLogger("ddpjob.local.tuning.controller")
 
@@ -54,7 +54,7 @@ def no_success(attempts: int) -> str:
 
 def search_of(store: TuningStore, request: dict[str, Any]) -> strategies.Search:
     """The request's strategy, told the trials of its warm start's parents."""
-    search = strategies.for_request(
+    search = searches.for_request(
         request[answers.CONFIG], request["TrainingJobDefinition"].get(
             "StaticHyperParameters") or {}, request["HyperParameterTuningJobName"])
     search.learn(warm_start.known_trials([
