@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ddpjob.local.isolation import sandbox
 
 REGION = "us-east-1"
 TESTS = Path(__file__).parent
@@ -32,6 +33,11 @@ INTEGRATION_FIXTURES = frozenset({"moto_endpoint", "session"})
 #: worker, one at a time (else a job waits for the port behind another worker's job and may
 #: time out).
 FIXED_PORT = pytest.mark.xdist_group("port-7777")
+#: Tests whose hosts need their own mount namespace (their own /opt/ml, a container command's
+#: view): skipped, with the reason, where this machine gives none.
+HOST_NAMESPACES = pytest.mark.skipif(
+    sandbox.available() is not None,
+    reason=f"hosts need their own namespaces (/opt/ml): {sandbox.available()}")
 #: The "s3" value of a test's file-or-S3 parameter whose S3 is the moto server, asked for inside
 #: the test (`request.getfixturevalue("s3_bucket")`), where the tier rules cannot see it.
 S3_ON_MOTO = pytest.param("s3", marks=pytest.mark.integration)

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob.local.aws.official_session import boto_session
-from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import HOST_NAMESPACES
 from tests.local.conftest import (
     JOBS,
     log_text,
@@ -57,8 +57,7 @@ def test_files_planted_beside_the_bucket_are_no_objects(aws_env: str, session: L
     assert s3.get_object(Bucket=LOCAL, Key="data/")["Body"].read() == b"marker"
 
 
-@pytest.mark.skipif(sandbox.available() is not None,
-                    reason=f"hosts need their own namespace: {sandbox.available()}")
+@HOST_NAMESPACES
 def test_a_job_cannot_write_beside_the_bucket_but_writes_its_folder(
         session: LocalSession, tmp_path: Path) -> None:
     script = "home_probe.py"

@@ -15,15 +15,10 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob.local.base import failure_cause
-from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
-from tests.conftest import FIXED_PORT
+from tests.conftest import FIXED_PORT, HOST_NAMESPACES
 from tests.local.conftest import assert_no_processes, log_text, training_request, wait_until_ended
-
-needs_namespaces = pytest.mark.skipif(
-    sandbox.available() is not None,
-    reason=f"container commands need host namespaces: {sandbox.available()}")
 
 # The script fails on one host only, so that the reason must name the right one.
 FAILING = """import json
@@ -155,7 +150,7 @@ def test_program_cause_reads_the_log_then_falls_back(
 
 @pytest.mark.slow
 @FIXED_PORT
-@needs_namespaces
+@HOST_NAMESPACES
 def test_a_failing_command_names_the_host_and_the_scripts_exception(
         session: LocalSession, s3_bucket: str) -> None:
     request = _script_request(session, s3_bucket, "command-fails", FAILING, hosts=2)
@@ -171,7 +166,7 @@ def test_a_failing_command_names_the_host_and_the_scripts_exception(
 
 
 @pytest.mark.slow
-@needs_namespaces
+@HOST_NAMESPACES
 def test_a_commands_own_failure_file_is_its_reason(session: LocalSession, s3_bucket: str) -> None:
     request = _script_request(session, s3_bucket, "command-own-failure", OWN_FAILURE, hosts=1)
     session.sagemaker_client.create_training_job(**request)
@@ -200,7 +195,7 @@ def four_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow
 @FIXED_PORT
-@needs_namespaces
+@HOST_NAMESPACES
 @pytest.mark.parametrize(("instance_type", "expected"), [
     ("local_gpu", ["0,1", "2,3"]),  # an equal share of the machine's
     ("ml.g5.12xlarge", ["0,1", "2,3"]),  # 4 GPUs on SageMaker: the share is less
@@ -220,7 +215,7 @@ def test_hosts_of_a_gpu_type_get_their_share_of_the_gpus(
     assert_no_processes(session.home)
 
 
-@needs_namespaces
+@HOST_NAMESPACES
 @pytest.mark.parametrize(("visible", "instance_type", "found"), [
     ("", "ml.g5.12xlarge", 0), ("", "local_gpu", 0), ("0", "ml.p4d.24xlarge", 1)])
 def test_a_gpu_type_without_a_gpu_per_host_is_refused_before_the_job_exists(

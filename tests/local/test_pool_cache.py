@@ -15,6 +15,7 @@ import pytest
 from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import HOST_NAMESPACES
 from tests.local.conftest import (
     JOBS,
     assert_no_processes,
@@ -98,8 +99,7 @@ def _check_pool_cache(session: LocalSession, tmp_path: Path, path: str) -> dict[
     return variables
 
 
-@pytest.mark.skipif(sandbox.available() is not None,
-                    reason=f"hosts need their own /opt/ml: {sandbox.available()}")
+@HOST_NAMESPACES
 def test_each_host_finds_its_own_cache_at_sagemakers_path_on_the_next_job_of_the_pool(
     stops_pools: LocalSession, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
+from tests.conftest import HOST_NAMESPACES
 from tests.local.conftest import JOBS, log_text, source_tar, training_request
 from tests.local.test_pool_cache import stop_pools
 from tests.local.test_warm_pools import _pool_of, _run
@@ -44,8 +45,7 @@ def _refused(tries: dict[str, str]) -> bool:
             and tries["pools"] in ("ok []", "refused PermissionError"))
 
 
-@pytest.mark.skipif(sandbox.available() is not None,
-                    reason=f"hosts need their own namespace: {sandbox.available()}")
+@HOST_NAMESPACES
 def test_jobs_off_the_pool_cannot_reach_its_cache_by_its_real_path(
     session: LocalSession, tmp_path: Path
 ) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from ddpjob.local.base import proctree
-from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 from ddpjob.local.warmpools import pools
 
+from tests.conftest import HOST_NAMESPACES
 from tests.local.conftest import assert_no_processes, log_text, wait_for
 from tests.local.test_warm_pools import _pool_of, _request, _run, _spares_ready, _warm
 
@@ -118,8 +118,7 @@ def _container_request(session: LocalSession, name: str, code: int) -> dict:
     }
 
 
-@pytest.mark.skipif(sandbox.available() is not None,
-                    reason=f"a container command needs its own namespace: {sandbox.available()}")
+@HOST_NAMESPACES
 def test_what_a_container_command_on_a_pool_starts_ends_with_it(
     session: LocalSession
 ) -> None:

@@ -17,6 +17,7 @@ from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 from ddpjob.request import service_model
 
+from tests.conftest import HOST_NAMESPACES
 from tests.local.conftest import training_request
 
 ENTRYPOINT = ["/bin/bash"]
@@ -185,7 +186,7 @@ def test_a_container_command_needs_hosts_with_their_own_opt_ml(
     assert f"{sandbox.SWITCH_ENV}=0 turns them off" in message
 
 
-@pytest.mark.skipif(sandbox.available() is not None, reason="no mount namespaces here")
+@HOST_NAMESPACES
 def test_a_container_command_needs_no_sagemaker_program(session: LocalSession) -> None:
     request = _container_request(session)
     assert session.submit_dryrun(request)["AlgorithmSpecification"]["ContainerEntrypoint"] == \

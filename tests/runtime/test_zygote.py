@@ -17,6 +17,7 @@ import pytest
 from ddpjob.local.base.templates import Template
 from ddpjob.local.isolation import capabilities, sandbox
 
+from tests.conftest import HOST_NAMESPACES
 from tests.local.conftest import assert_no_processes, processes_under, wait_for
 
 ROOT = Path(__file__).parents[2]
@@ -156,7 +157,7 @@ def test_a_stopped_template_leaves_no_process(template: Template, tmp_path: Path
     assert_no_processes(tmp_path)
 
 
-@pytest.mark.skipif(sandbox.available() is not None, reason="no mount namespaces here")
+@HOST_NAMESPACES
 def test_a_forked_process_runs_in_its_clients_mount_namespace(
     template: Template, tmp_path: Path
 ) -> None:

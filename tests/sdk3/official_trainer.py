@@ -16,6 +16,7 @@ import logging
 import sys
 from typing import Any
 
+import v3_local
 from botocore.httpsession import URLLib3Session
 
 
@@ -35,7 +36,6 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     sent: list[str] = []
     _guard_http(config["endpoint"], sent)
-    from sagemaker.core import image_uris
     from sagemaker.core.telemetry import telemetry_logging
     from sagemaker.train import ModelTrainer
     from sagemaker.train.configs import CheckpointConfig, Compute, InputData, SourceCode
@@ -44,12 +44,8 @@ def main() -> None:
     telemetry: list[Any] = []
     telemetry_logging._send_telemetry_request = lambda *a, **k: telemetry.append(repr(a))
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
-    from ddpjob.local.session import LocalSession
 
-    session = LocalSession(config["home"]).official_session()
-    image = image_uris.retrieve("pytorch", region=session.boto_region_name, version="2.5",
-                                py_version="py311", instance_type="ml.m5.xlarge",
-                                image_scope="training")
+    session, image = v3_local.session_and_image(config["home"])
     trainer = ModelTrainer(
         training_image=image, base_job_name=config["base_job_name"],
         source_code=SourceCode(source_dir=config["source_dir"], entry_script="train.py"),

@@ -17,6 +17,7 @@ import logging
 import sys
 from typing import Any
 
+import v3_local
 from botocore.httpsession import URLLib3Session
 
 
@@ -30,7 +31,6 @@ def _refuse_http() -> None:
 def main() -> None:
     config = json.loads(sys.argv[1])
     _refuse_http()
-    from sagemaker.core import image_uris
     from sagemaker.core.parameter import ContinuousParameter
     from sagemaker.train import ModelTrainer
     from sagemaker.train.configs import CheckpointConfig, Compute, SourceCode
@@ -39,12 +39,8 @@ def main() -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stdout)
     import ddpjob
-    from ddpjob.local.session import LocalSession
 
-    session = LocalSession(config["home"]).official_session()
-    image = image_uris.retrieve("pytorch", region=session.boto_region_name, version="2.5",
-                                py_version="py311", instance_type="ml.m5.xlarge",
-                                image_scope="training")
+    session, image = v3_local.session_and_image(config["home"])
     trainer = ModelTrainer(
         training_image=image, base_job_name="v3-tune",
         source_code=SourceCode(source_dir=config["source_dir"], entry_script="train.py"),

@@ -26,10 +26,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from ddpjob.local.hostkinds import hostkind
-from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
-from tests.conftest import FIXED_PORT, GROUP_TEARDOWN
+from tests.conftest import FIXED_PORT, GROUP_TEARDOWN, HOST_NAMESPACES
 from tests.local.conftest import (
     assert_no_processes,
     local_session_at,
@@ -41,8 +40,7 @@ from tests.local.test_admission import assert_admitted_once
 pytestmark = [
     pytest.mark.slow,
     FIXED_PORT,
-    pytest.mark.skipif(sandbox.available() is not None,
-                       reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
+    HOST_NAMESPACES,
 ]
 
 HERE = Path(__file__).parent

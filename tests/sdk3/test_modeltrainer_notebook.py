@@ -10,16 +10,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from ddpjob.local.isolation import sandbox
 
-from tests.conftest import FIXED_PORT
+from tests.conftest import FIXED_PORT, HOST_NAMESPACES
 from tests.local.conftest import assert_no_processes
 
 pytestmark = [
     pytest.mark.slow,
     FIXED_PORT,
-    pytest.mark.skipif(sandbox.available() is not None,
-                       reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
+    HOST_NAMESPACES,
 ]
 
 REPO = Path(__file__).parents[2]

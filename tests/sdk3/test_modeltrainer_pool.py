@@ -14,10 +14,9 @@ from typing import Any
 
 import boto3
 import pytest
-from ddpjob.local.isolation import sandbox
 from ddpjob.local.session import LocalSession
 
-from tests.conftest import FIXED_PORT
+from tests.conftest import FIXED_PORT, HOST_NAMESPACES
 from tests.local.conftest import assert_no_processes, local_session_at, processes_under, wait_for
 from tests.local.test_pool_cache import stop_pools
 from tests.sdk3.test_modeltrainer_local import _source, modeltrainer_request, run_job
@@ -25,8 +24,7 @@ from tests.sdk3.test_modeltrainer_local import _source, modeltrainer_request, ru
 pytestmark = [
     pytest.mark.slow,
     FIXED_PORT,
-    pytest.mark.skipif(sandbox.available() is not None,
-                       reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
+    HOST_NAMESPACES,
 ]
 
 PROBE = Path(__file__).parents[1] / "local" / "jobs" / "pool_cache_probe.py"

@@ -20,15 +20,13 @@ from typing import Any
 
 import boto3
 import pytest
-from ddpjob.local.isolation import sandbox
 
-from tests.conftest import GROUP_TEARDOWN
+from tests.conftest import GROUP_TEARDOWN, HOST_NAMESPACES
 from tests.local.conftest import assert_no_processes, local_session_at
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(sandbox.available() is not None,
-                       reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
+    HOST_NAMESPACES,
 ]
 
 HERE = Path(__file__).parent

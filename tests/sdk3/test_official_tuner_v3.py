@@ -22,17 +22,15 @@ from typing import Any
 
 import pytest
 from botocore.validate import ParamValidator
-from ddpjob.local.isolation import sandbox
 from ddpjob.request import service_model
 
-from tests.conftest import FIXED_PORT
+from tests.conftest import FIXED_PORT, HOST_NAMESPACES
 from tests.local.conftest import assert_no_processes, local_session_at
 
 pytestmark = [
     pytest.mark.slow,
     FIXED_PORT,
-    pytest.mark.skipif(sandbox.available() is not None,
-                       reason=f"hosts need their own /opt/ml: {sandbox.available()}"),
+    HOST_NAMESPACES,
 ]
 
 HERE = Path(__file__).parent
