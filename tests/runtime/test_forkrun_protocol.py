@@ -185,8 +185,12 @@ def test_the_client_relays_a_signal_to_its_process_and_exits_as_it_did(
         conn, _ = sock.accept()
         with conn:
             assert receive_request(conn)["argv"] == ["mod"]
-            # The process the template would fork: a group of its own, as a forked one has.
-            child = os.posix_spawn("/bin/sleep", ["sleep", "60"], os.environ, setsid=True)
+            # The process the template would fork: a group of its own, as a forked one has, and
+            # SIGTERM as a fresh process has it, whatever this test process inherited or set
+            # (an ignored or blocked SIGTERM lasts through exec: the sleep outlived the relay
+            # once in a run under pytest-xdist).
+            child = os.posix_spawn("/bin/sleep", ["sleep", "60"], os.environ, setsid=True,
+                                   setsigdef=[signal.SIGTERM], setsigmask=[])
             conn.send(b"R%d" % child)
             client.send_signal(signal.SIGTERM)
             status = os.waitpid(child, 0)[1]
