@@ -199,8 +199,9 @@ def _upload_checkpoint(tmp_path: Path, bucket: str, prefix: str, step: int, at: 
 def test_best_estimator_and_analytics_read_the_trials(src: Path, tmp_path: Path,
                                                       s3_bucket: str) -> None:
     """moto's best job is made up: it is created here, as a trial of the tuning job would be;
-    the trials' list is answered in moto's stead, one per page; the trials share the
-    checkpoint folder and the best one kept its own under its name."""
+    the trials' list is answered in moto's stead, one per page. The trials ran one after the
+    other and saved their checkpoints in the folder they share: the best estimator's are those
+    saved while the best trial ran, not the folder's latest."""
     tuner = _tuner(src, s3_bucket)
     tuner.fit(job_name="tune-best")
     best = tuner.best_training_job()
@@ -212,13 +213,13 @@ def test_best_estimator_and_analytics_read_the_trials(src: Path, tmp_path: Path,
                                                                "Value": 0.25}},
               {"TrainingJobName": "tune-best-002-0a1b2c3d", "TrainingJobStatus": "Completed",
                "TunedHyperParameters": {"lr": "0.05", "optimizer": '"sgd"'},
-               "TrainingStartTime": T0 + dt.timedelta(seconds=50),
+               "TrainingStartTime": T0 + dt.timedelta(seconds=120),
                "TrainingEndTime": T0 + dt.timedelta(seconds=200),
                "FinalHyperParameterTuningJobObjectiveMetric": {"MetricName": "loss",
                                                                "Value": 0.5}}]
     requests = _answer_trials(tuner.sagemaker_session, trials)
-    _upload_checkpoint(tmp_path, s3_bucket, f"ckpt/{best}", 2, 90, b"the best trial's")
-    _upload_checkpoint(tmp_path, s3_bucket, "ckpt", 5, 150, b"the other trial's, newer")
+    _upload_checkpoint(tmp_path, s3_bucket, "ckpt", 2, 90, b"the best trial's")
+    _upload_checkpoint(tmp_path, s3_bucket, "ckpt", 5, 150, b"the next trial's")
 
     estimator = tuner.best_estimator()
     assert isinstance(estimator, PyTorch)
@@ -228,12 +229,13 @@ def test_best_estimator_and_analytics_read_the_trials(src: Path, tmp_path: Path,
     folder = estimator.download_checkpoint(tmp_path / "best")
     assert (folder.name, (folder / "state.pt").read_bytes()) == (
         "step-000000002", b"the best trial's")
+    assert tuner.estimator.download_checkpoint(tmp_path / "latest").name == "step-000000005"
 
     frame = tuner.analytics().dataframe()
     assert frame.TrainingJobName.tolist() == [best, "tune-best-002-0a1b2c3d"]
     assert frame.lr.tolist() == [0.01, 0.05]
     assert frame.FinalObjectiveValue.tolist() == [0.25, 0.5]
-    assert frame.TrainingElapsedTimeSeconds.tolist() == [100.0, 150.0]
+    assert frame.TrainingElapsedTimeSeconds.tolist() == [100.0, 80.0]
     assert [r.get("NextToken") for r in requests] == [None, "1", None, "1"]
     assert requests[0]["HyperParameterTuningJobName"] == "tune-best"
 
