@@ -18,6 +18,7 @@ from ddpjob.base_session import BaseSession
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
+
 def _number_or_text(value: str) -> float | str:
     try:
         return float(value)
