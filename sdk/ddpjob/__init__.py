@@ -21,14 +21,16 @@ _EXPORTS = {
     "Session": "ddpjob.sagemaker.session",
     "get_execution_role": "ddpjob.sagemaker.session",
     "HyperparameterTuner": "ddpjob.tuning.tuner",
+    "HyperparameterTuningJobAnalytics": "ddpjob.tuning.analytics",
     "IntegerParameter": "ddpjob.tuning.parameters",
     "ContinuousParameter": "ddpjob.tuning.parameters",
     "CategoricalParameter": "ddpjob.tuning.parameters",
 }
 
 __all__ = ["CategoricalParameter", "ContinuousParameter", "Estimator", "HuggingFace",
-           "HyperparameterTuner", "IntegerParameter", "Interruption", "LocalSession", "PyTorch",
-           "Session", "TrainingInput", "TrainingJobAnalytics", "get_execution_role"]
+           "HyperparameterTuner", "HyperparameterTuningJobAnalytics", "IntegerParameter",
+           "Interruption", "LocalSession", "PyTorch", "Session", "TrainingInput",
+           "TrainingJobAnalytics", "get_execution_role"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.analytics import TrainingJobAnalytics
@@ -39,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.pytorch import PyTorch
     from ddpjob.sagemaker.session import Session, get_execution_role
     from ddpjob.training_input import TrainingInput
+    from ddpjob.tuning.analytics import HyperparameterTuningJobAnalytics
     from ddpjob.tuning.parameters import CategoricalParameter, ContinuousParameter, IntegerParameter
     from ddpjob.tuning.tuner import HyperparameterTuner
 

@@ -9,6 +9,7 @@ the official SDK reads it).
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from ddpjob.base_session import BaseSession
@@ -25,14 +26,20 @@ def metrics_for_job(session: BaseSession, job_name: str,
     pandas DataFrame; without pandas, one clear error (the rows themselves:
     `session.metric_series`)."""
     rows = session.metric_series(job_name, metric_names)
+    return require_pandas("the metrics'", "session.metric_series(job_name)").DataFrame(
+        rows, columns=COLUMNS)
+
+
+def require_pandas(whose: str, without: str) -> ModuleType:
+    """pandas, imported now (never at `import ddpjob`); without it, one ModuleNotFoundError
+    naming `whose` dataframe() needs it and `without`, what gives the rows without it."""
     try:
         import pandas
     except ImportError:
         raise ModuleNotFoundError(
-            "the metrics' dataframe() needs pandas, which is not installed: pip install pandas "
-            "(or read the rows without it: session.metric_series(job_name))", name="pandas",
-        ) from None
-    return pandas.DataFrame(rows, columns=COLUMNS)
+            f"{whose} dataframe() needs pandas, which is not installed: pip install pandas (or "
+            f"read the rows without it: {without})", name="pandas") from None
+    return pandas
 
 
 class TrainingJobAnalytics:

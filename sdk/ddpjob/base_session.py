@@ -113,7 +113,7 @@ class BaseSession(SessionPolicy, NotebookConveniences):
         """Check a CreateHyperParameterTuningJob request, reserve its name, run `stage` (the
         uploads), then start it; `lost`: the lines naming what its trials lose against the
         plain training job (`tuning.parity`), which a local tuning job keeps among its
-        diagnostics. A backend that runs tuning jobs overrides the three methods."""
+        diagnostics. A backend that runs tuning jobs overrides the four methods."""
         raise self._no_tuning_jobs()
 
     def describe_tuning_job(self, name: str) -> dict[str, Any]:
@@ -122,6 +122,11 @@ class BaseSession(SessionPolicy, NotebookConveniences):
 
     def stop_tuning_job(self, name: str) -> None:
         """Ask the control plane to stop the tuning job `name` and its running trials."""
+        raise self._no_tuning_jobs()
+
+    def tuning_job_trials(self, name: str) -> list[dict[str, Any]]:
+        """Every TrainingJobSummary of the tuning job `name` (all the pages of
+        ListTrainingJobsForHyperParameterTuningJob), in the order the trials started."""
         raise self._no_tuning_jobs()
 
     def tuning_diagnostics(self, name: str) -> list[str]:

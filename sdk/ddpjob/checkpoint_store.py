@@ -80,8 +80,10 @@ def _choose(uri: str, checkpoints: list[Checkpoint], step: int | None) -> list[C
                          f"{steps}")
 
 
-def download_checkpoint(uri: str, local_dir: str | os.PathLike, step: int | None = None) -> Path:
-    """Download a complete checkpoint (the latest when `step` is None) into `local_dir`.
+def download_checkpoint(uri: str, local_dir: str | os.PathLike, step: int | None = None,
+                        found: list[Checkpoint] | None = None) -> Path:
+    """Download a complete checkpoint (the latest when `step` is None) into `local_dir`, one of
+    `found` (default: every complete checkpoint under `uri`, which the errors name).
 
     Returns the checkpoint's folder, `<local_dir>/step-000000100`, which appears whole (files
     checked against the manifest's sizes and sha256) or not at all. For the latest, one that
@@ -91,7 +93,7 @@ def download_checkpoint(uri: str, local_dir: str | os.PathLike, step: int | None
         raise UserInputError(f"step must be an integer >= 0 or None (the latest), got {step!r}")
     target_root = Path(local_dir).expanduser()
     target_root.mkdir(parents=True, exist_ok=True)
-    candidates = _choose(uri, list_checkpoints(uri), step)
+    candidates = _choose(uri, list_checkpoints(uri) if found is None else found, step)
     for checkpoint in candidates[:-1]:
         try:
             return _download(checkpoint, target_root)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddpjob_runtime.shared import storage
 
@@ -14,6 +14,9 @@ from ddpjob.base_session import BaseSession
 from ddpjob.errors import UserInputError
 from ddpjob.training_job import TrainingJob
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ddpjob.tuning.trial_checkpoints import TrialCheckpoints
+
 
 class JobResults:
     """Mixin of `Estimator`: reads `session`, `latest_training_job` and `checkpoint_s3_uri`."""
@@ -21,6 +24,10 @@ class JobResults:
     session: BaseSession
     latest_training_job: TrainingJob | None
     checkpoint_s3_uri: str | None
+    #: Set by `HyperparameterTuner.best_estimator()`: the checkpoints are the trial's own among
+    #: those its tuning job's trials share (`tuning.trial_checkpoints`); None: every checkpoint
+    #: under checkpoint_s3_uri.
+    trial_checkpoints: TrialCheckpoints | None = None
 
     def _job(self) -> TrainingJob:
         if self.latest_training_job is None:
@@ -75,10 +82,14 @@ class JobResults:
         return self.checkpoint_s3_uri
 
     def checkpoints(self) -> list[checkpoint_store.Checkpoint]:
-        """The complete checkpoints under checkpoint_s3_uri (step, time, uri), oldest first."""
+        """The complete checkpoints under checkpoint_s3_uri (step, time, uri), oldest first (a
+        tuning trial's: its own, `HyperparameterTuner.best_estimator`)."""
+        if self.trial_checkpoints is not None:
+            return self.trial_checkpoints.checkpoints()
         return checkpoint_store.list_checkpoints(self._checkpoint_uri())
 
     def download_checkpoint(self, local_dir: str | os.PathLike, step: int | None = None) -> Path:
-        """Download a complete checkpoint (the latest when `step` is None) into `local_dir`;
-        return its folder (`<local_dir>/step-000000100`)."""
-        return checkpoint_store.download_checkpoint(self._checkpoint_uri(), local_dir, step)
+        """Download a complete checkpoint (the latest when `step` is None) of `checkpoints()`
+        into `local_dir`; return its folder (`<local_dir>/step-000000100`)."""
+        return checkpoint_store.download_checkpoint(self._checkpoint_uri(), local_dir, step,
+                                                    self.checkpoints())

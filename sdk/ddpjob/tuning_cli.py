@@ -28,18 +28,6 @@ def add_parser(commands: argparse._SubParsersAction,
     add_backend_options(parser)
 
 
-def _trials(client: Any, name: str) -> list[dict[str, Any]]:
-    found, token = [], None
-    while True:
-        page = client.list_training_jobs_for_hyper_parameter_tuning_job(
-            HyperParameterTuningJobName=name, MaxResults=100, SortBy="Name",
-            SortOrder="Ascending", **({"NextToken": token} if token else {}))
-        found += page["TrainingJobSummaries"]
-        token = page.get("NextToken")
-        if not token:
-            return found
-
-
 def _trial_line(trial: dict[str, Any]) -> str:
     objective = trial.get("FinalHyperParameterTuningJobObjectiveMetric")
     value = f"{objective['MetricName']}={objective['Value']:g}" if objective else "no objective"
@@ -57,7 +45,7 @@ def run(args: argparse.Namespace, session: Any) -> int:
             name = job["HyperParameterTuningJobName"]
             print(f"{name}\t{job['HyperParameterTuningJobStatus']}\t"
                   f"{job['CreationTime'].isoformat(timespec='seconds')}")
-            for trial in _trials(client, name):
+            for trial in session.tuning_job_trials(name):
                 print(_trial_line(trial))
         return 0
     if not args.name:
@@ -70,7 +58,7 @@ def run(args: argparse.Namespace, session: Any) -> int:
         session.stop_tuning_job(args.name)
         print(f"{args.name}: stopping")
     else:
-        for trial in _trials(client, args.name):
+        for trial in session.tuning_job_trials(args.name):
             for host, line in session.logs(trial["TrainingJobName"], follow=False):
                 print(f"{trial['TrainingJobName']} {log_lines.shown(host, line)}", flush=True)
     return 0

@@ -42,12 +42,13 @@ def test_base_dependencies_have_no_torch() -> None:
 
 
 def test_the_client_imports_no_torch() -> None:
-    """What a notebook or the CLI imports to submit a job or a tuning job leaves torch (and
-    numpy, optuna and the official SDK) unloaded."""
+    """What a notebook or the CLI imports to submit a job or a tuning job, or to read its
+    trials, leaves torch (and numpy, pandas, optuna and the official SDK) unloaded."""
     code = ("import sys, ddpjob, ddpjob.cli; "
             "from ddpjob import PyTorch, HuggingFace, LocalSession, Session, TrainingInput; "
             "from ddpjob import HyperparameterTuner, IntegerParameter, CategoricalParameter; "
-            "print(sorted(m for m in sys.modules "
-            "             if m.split('.')[0] in ('torch', 'numpy', 'optuna', 'sagemaker')))")
+            "from ddpjob import HyperparameterTuningJobAnalytics; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "             ('torch', 'numpy', 'pandas', 'optuna', 'sagemaker')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -278,17 +278,36 @@ def test_what_cannot_run_is_one_refusal_before_anything_starts(
     assert not (session.home / "jobs").exists() or not list((session.home / "jobs").iterdir())
 
 
+# TRIAL, saving a checkpoint (ddpjob's layout, torch-free) under its own name in the folder the
+# trials share, as tuning.parity's warning suggests; the folder sync uploads it (its path is
+# not a step folder's, so the sync takes it for the script's own file).
+CHECKPOINTING_TRIAL = TRIAL + '''import hashlib
+from ddpjob_runtime import checkpoints
+from ddpjob_runtime.shared.checkpoint_layout import Manifest, step_dir_name, write_manifest
+def save(root, step, data):
+    folder = root / step_dir_name(step)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "state.pt").write_bytes(data)
+    write_manifest(folder, Manifest(step, files={"state.pt": {
+        "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
+save(checkpoints.checkpoint_dir() / os.environ["TRAINING_JOB_NAME"], int(args.level),
+     f"level {args.level}".encode())
+'''
+
+
 def test_ddpjobs_tuner_runs_here_and_names_the_best_trial(session: LocalSession,
                                                           tmp_path: Path) -> None:
     """`ddpjob.HyperparameterTuner(...).fit()` on a LocalSession: the same request the tuner
-    sends SageMaker (tests/tuning), its trials local jobs of the estimator's definition."""
+    sends SageMaker (tests/tuning), its trials local jobs of the estimator's definition; the
+    best estimator brings back the best trial's own checkpoint, analytics() a row per trial."""
     from ddpjob import CategoricalParameter, HyperparameterTuner, PyTorch
 
     (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "trial.py").write_text(TRIAL)
+    (tmp_path / "src" / "trial.py").write_text(CHECKPOINTING_TRIAL)
     estimator = PyTorch(entry_point="trial.py", source_dir=str(tmp_path / "src"),
                         instance_type="local", session=session, metric_definitions=LOSS,
-                        hyperparameters={"sleep": 0}, environment={"WHO": "trial"})
+                        hyperparameters={"sleep": 0}, environment={"WHO": "trial"},
+                        checkpoint_s3_uri=(tmp_path / "checkpoints").as_uri())
     tuner = HyperparameterTuner(estimator, "loss", {"level": CategoricalParameter([2, 3, 5])},
                                 objective_type="Minimize", strategy="Grid",
                                 max_parallel_jobs=2)
@@ -299,6 +318,18 @@ def test_ddpjobs_tuner_runs_here_and_names_the_best_trial(session: LocalSession,
     trial = session.sagemaker_client.describe_training_job(TrainingJobName=best)
     assert json.loads(trial["HyperParameters"]["level"]) == "3"  # v2 quotes categoricals
     assert trial["Environment"] == {"WHO": "trial"}  # what the plain job would carry
+
+    best_estimator = tuner.best_estimator()
+    assert isinstance(best_estimator, PyTorch) and best_estimator.latest_training_job.name == best
+    folder = best_estimator.download_checkpoint(tmp_path / "best")
+    assert (folder.name, (folder / "state.pt").read_bytes()) == ("step-000000003", b"level 3.0")
+
+    rows = tuner.analytics().dataframe().sort_values("FinalObjectiveValue")
+    assert rows.TrainingJobName.iloc[0] == best
+    assert rows.level.tolist() == ['"3"', '"2"', '"5"']  # categoricals: as sent (v2)
+    assert rows.FinalObjectiveValue.tolist() == pytest.approx([0, 1, 4], abs=1e-5)
+    assert set(rows.TrainingJobStatus) == {"Completed"}
+    assert (rows.TrainingElapsedTimeSeconds > 0).all()
     assert_no_processes(session.home)
 
 

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ddpjob_runtime.shared.checkpoint_layout import STATE, Manifest, step_dir_name, write_manifest
 
 LOSS = [{"Name": "loss", "Regex": r"loss=([0-9.]+)"}]
+#: The origin of the times the checkpoint tests give.
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def save_checkpoint(root: Path, step: int, at: float, data: bytes) -> Path:
+    """A complete checkpoint of `step` under the folder `root` (ddpjob's layout), its manifest
+    written `at` seconds after T0; returns its folder."""
+    folder = root / step_dir_name(step)
+    folder.mkdir(parents=True)
+    (folder / STATE).write_bytes(data)
+    write_manifest(folder, Manifest(step, T0.timestamp() + at, {STATE: {
+        "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}}))
+    return folder
 
 
 @pytest.fixture

@@ -5,9 +5,12 @@ no StopHyperParameterTuningJob), so these tests check the requests and what moto
 
 from __future__ import annotations
 
+import datetime as dt
 import io
+import json
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -19,6 +22,8 @@ from ddpjob.sagemaker.errors import AwsError
 from ddpjob.sagemaker.session import Session
 from ddpjob.tuning import request as tuning_request
 from ddpjob.tuning.job import TuningJob, TuningJobFailedError
+
+from tests.tuning.conftest import T0, save_checkpoint
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -163,3 +168,78 @@ def test_attach_rebuilds_the_tuner(src: Path, s3_bucket: str) -> None:
     assert changed == {"sagemaker_job_name"}  # the code is the stored archive of the first
     assert {k: v for k, v in again.items() if k != "StaticHyperParameters"} == \
         {k: v for k, v in first.items() if k != "StaticHyperParameters"}
+
+
+def _answer_trials(session: Session, summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """moto has no ListTrainingJobsForHyperParameterTuningJob: `summaries` are answered before
+    the call leaves, one per page (NextToken) as SageMaker may page; returns the requests."""
+    requests: list[dict[str, Any]] = []
+
+    def answer(params: dict[str, Any], **_: Any) -> tuple[Any, dict[str, Any]]:
+        requests.append(json.loads(params["body"]))
+        start = int(requests[-1].get("NextToken", 0))
+        page: dict[str, Any] = {"TrainingJobSummaries": summaries[start:start + 1]}
+        if start + 1 < len(summaries):
+            page["NextToken"] = str(start + 1)
+        return SimpleNamespace(status_code=200, headers={}), page
+
+    session.sagemaker_client.meta.events.register(
+        "before-call.sagemaker.ListTrainingJobsForHyperParameterTuningJob", answer)
+    return requests
+
+
+def _upload_checkpoint(tmp_path: Path, bucket: str, prefix: str, step: int, at: float,
+                       data: bytes) -> None:
+    folder = save_checkpoint(tmp_path / prefix, step, at, data)
+    for path in folder.iterdir():
+        boto3.client("s3").put_object(Bucket=bucket, Key=f"{prefix}/{folder.name}/{path.name}",
+                                      Body=path.read_bytes())
+
+
+def test_best_estimator_and_analytics_read_the_trials(src: Path, tmp_path: Path,
+                                                      s3_bucket: str) -> None:
+    """moto's best job is made up: it is created here, as a trial of the tuning job would be;
+    the trials' list is answered in moto's stead, one per page. The trials ran one after the
+    other and saved their checkpoints in the folder they share: the best estimator's are those
+    saved while the best trial ran, not the folder's latest."""
+    tuner = _tuner(src, s3_bucket)
+    tuner.fit(job_name="tune-best")
+    best = tuner.best_training_job()
+    tuner.estimator.fit(job_name=best, wait=False)
+    trials = [{"TrainingJobName": best, "TrainingJobStatus": "Completed",
+               "TunedHyperParameters": {"lr": "0.01", "optimizer": '"adam"'},
+               "TrainingStartTime": T0, "TrainingEndTime": T0 + dt.timedelta(seconds=100),
+               "FinalHyperParameterTuningJobObjectiveMetric": {"MetricName": "loss",
+                                                               "Value": 0.25}},
+              {"TrainingJobName": "tune-best-002-0a1b2c3d", "TrainingJobStatus": "Completed",
+               "TunedHyperParameters": {"lr": "0.05", "optimizer": '"sgd"'},
+               "TrainingStartTime": T0 + dt.timedelta(seconds=120),
+               "TrainingEndTime": T0 + dt.timedelta(seconds=200),
+               "FinalHyperParameterTuningJobObjectiveMetric": {"MetricName": "loss",
+                                                               "Value": 0.5}}]
+    requests = _answer_trials(tuner.sagemaker_session, trials)
+    _upload_checkpoint(tmp_path, s3_bucket, "ckpt", 2, 90, b"the best trial's")
+    _upload_checkpoint(tmp_path, s3_bucket, "ckpt", 5, 150, b"the next trial's")
+
+    estimator = tuner.best_estimator()
+    assert isinstance(estimator, PyTorch)
+    assert estimator.latest_training_job is not None
+    assert estimator.latest_training_job.name == best
+    assert estimator.checkpoint_s3_uri == f"s3://{s3_bucket}/ckpt"
+    folder = estimator.download_checkpoint(tmp_path / "best")
+    assert (folder.name, (folder / "state.pt").read_bytes()) == (
+        "step-000000002", b"the best trial's")
+    assert tuner.estimator.download_checkpoint(tmp_path / "latest").name == "step-000000005"
+
+    frame = tuner.analytics().dataframe()
+    assert frame.TrainingJobName.tolist() == [best, "tune-best-002-0a1b2c3d"]
+    assert frame.lr.tolist() == [0.01, 0.05]
+    assert frame.FinalObjectiveValue.tolist() == [0.25, 0.5]
+    assert frame.TrainingElapsedTimeSeconds.tolist() == [100.0, 80.0]
+    assert [r.get("NextToken") for r in requests] == [None, "1", None, "1"]
+    assert requests[0]["HyperParameterTuningJobName"] == "tune-best"
+
+    attached = HyperparameterTuner.attach("tune-best", tuner.sagemaker_session)
+    assert [r["TrainingJobName"] for r in attached.analytics().rows()] == frame[
+        "TrainingJobName"].tolist()
+    assert attached.best_estimator().latest_training_job.name == best

@@ -32,6 +32,7 @@ from ddpjob.local.hostkinds import hostkind
 from ddpjob.local.warmpools import pools
 from ddpjob.local.watch import logtail
 from ddpjob.naming import check_job_name
+from ddpjob.tuning import trials
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.config import Config
@@ -161,6 +162,11 @@ class LocalSession(BaseSession):
         """See `BaseSession.stop_tuning_job`."""
         self.sagemaker_client.tuning.stop_hyper_parameter_tuning_job(
             HyperParameterTuningJobName=name)
+
+    def tuning_job_trials(self, name: str) -> list[dict[str, Any]]:
+        """See `BaseSession.tuning_job_trials`."""
+        return trials.summaries(
+            self.sagemaker_client.tuning.list_training_jobs_for_hyper_parameter_tuning_job, name)
 
     def interrupt(self, job_name: str, host: str | None = None, notice: bool = True) -> None:
         """Interrupt the running job `job_name`, as the cloud would.

@@ -176,6 +176,12 @@ class Session(BaseSession):
 
         tuning.stop(self, name)
 
+    def tuning_job_trials(self, name: str) -> list[dict[str, Any]]:
+        """See `BaseSession.tuning_job_trials`."""
+        from ddpjob.sagemaker import tuning
+
+        return tuning.trials(self, name)
+
     # --- account, role and default bucket ----------------------------------------------------
 
     def account_id(self) -> str:

@@ -1,5 +1,6 @@
-"""Hyperparameter tuning jobs on SageMaker: Create, Describe and Stop through the session's boto3
-client, with the checks and the name reservation a training job gets (`Session.submit`)."""
+"""Hyperparameter tuning jobs on SageMaker: Create, Describe, Stop and the trials' list through
+the session's boto3 client, with the checks and the name reservation a training job gets
+(`Session.submit`)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,13 @@ def stop(session: Session, name: str) -> None:
                     kind=KIND):
         session.sagemaker_client.stop_hyper_parameter_tuning_job(
             HyperParameterTuningJobName=name)
+
+
+def trials(session: Session, name: str) -> list[dict[str, Any]]:
+    """Every page of ListTrainingJobsForHyperParameterTuningJob (`tuning.trials`)."""
+    from ddpjob.tuning.trials import summaries
+
+    with aws_errors("ListTrainingJobsForHyperParameterTuningJob", job_name=name,
+                    region=session.region_name, kind=KIND):
+        return summaries(
+            session.sagemaker_client.list_training_jobs_for_hyper_parameter_tuning_job, name)

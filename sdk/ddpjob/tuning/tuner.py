@@ -29,6 +29,7 @@ from ddpjob import inputs as inputs_module
 from ddpjob.errors import UserInputError
 from ddpjob.estimator import Estimator
 from ddpjob.tuning import parameters, parity, rules, strategies
+from ddpjob.tuning.analytics import HyperparameterTuningJobAnalytics
 from ddpjob.tuning.job import TuningJob
 from ddpjob.tuning.request import (
     TuningConfig,
@@ -37,6 +38,7 @@ from ddpjob.tuning.request import (
     tuning_request,
     validate_tuning_request,
 )
+from ddpjob.tuning.trial_checkpoints import TrialCheckpoints
 
 if TYPE_CHECKING:  # pragma: no cover
     from ddpjob.base_session import BaseSession
@@ -287,6 +289,26 @@ class HyperparameterTuner:
     def best_training_job(self) -> str:
         """The name of the latest tuning job's best training job."""
         return self._latest().best_training_job()
+
+    def best_estimator(self, best_training_job: Mapping[str, Any] | None = None) -> Estimator:
+        """The best training job attached to an estimator of the tuner's estimator's class (v2's
+        method; `best_training_job`: a dict with its `TrainingJobName`, default the latest
+        tuning job's best). Its `checkpoints()` and `download_checkpoint()` read that trial's
+        own checkpoints among those the trials share (`tuning.trial_checkpoints`)."""
+        name = best_training_job["TrainingJobName"] if best_training_job is not None \
+            else self.best_training_job()
+        estimator = type(self.estimator).attach(name, session=self.sagemaker_session,
+                                                wait=False)
+        if estimator.checkpoint_s3_uri:
+            estimator.trial_checkpoints = TrialCheckpoints.of(
+                estimator.checkpoint_s3_uri, name,
+                self.sagemaker_session.tuning_job_trials(self._latest().name))
+        return estimator
+
+    def analytics(self) -> HyperparameterTuningJobAnalytics:
+        """The latest tuning job's `HyperparameterTuningJobAnalytics` (v2's): its `dataframe()`
+        holds one row per trial."""
+        return HyperparameterTuningJobAnalytics(self._latest().name, self.sagemaker_session)
 
     @classmethod
     def attach(cls, tuning_job_name: str, sagemaker_session: Any = None,
