@@ -46,6 +46,12 @@ S3_ON_MOTO = pytest.param("s3", marks=pytest.mark.integration)
 GROUP_TEARDOWN = TESTS / "jobkit" / "group_teardown.py"
 
 
+def cell_text(cell: dict) -> str:
+    """What an executed notebook cell printed: its streams, else its results' plain text."""
+    return "".join(out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
+                   for out in cell.get("outputs", []))
+
+
 def folder_tier(path: Path) -> str | None:
     """The tier of every test under `path` that its place alone decides, if any."""
     parts = set(path.relative_to(TESTS).parts)

@@ -10,18 +10,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.conftest import cell_text
 from tests.local.conftest import assert_no_processes
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "quickstart.ipynb"
 
 pytestmark = pytest.mark.slow
-
-
-def _text(cell: dict) -> str:
-    return "".join(
-        out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
-        for out in cell.get("outputs", [])
-    )
 
 
 def _execute() -> tuple[nbformat.NotebookNode, list[str]]:
@@ -32,7 +26,7 @@ def _execute() -> tuple[nbformat.NotebookNode, list[str]]:
         resources={"metadata": {"path": str(NOTEBOOK.parent)}},
     )  # fmt: skip
     client.execute()
-    return notebook, [_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
+    return notebook, [cell_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
 
 
 def test_quickstart_notebook_trains_and_opens_the_model_every_run(

@@ -13,18 +13,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.conftest import cell_text
 from tests.local.conftest import assert_no_processes
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "tuning.ipynb"
 
 pytestmark = pytest.mark.slow
-
-
-def _text(cell: dict) -> str:
-    return "".join(
-        out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
-        for out in cell.get("outputs", [])
-    )
 
 
 def test_tuning_notebook_stops_the_worst_trial_early_and_opens_the_best_checkpoint(
@@ -36,7 +30,7 @@ def test_tuning_notebook_stops_the_worst_trial_early_and_opens_the_best_checkpoi
     NotebookClient(notebook, kernel_name="python3", timeout=400,
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    setup, tune, trials, checkpoint = (_text(cell) for cell in code)
+    setup, tune, trials, checkpoint = (cell_text(cell) for cell in code)
     assert f"python: {sys.executable}" in setup and f"home: {home}" in setup
 
     assert "status: Completed" in tune, tune

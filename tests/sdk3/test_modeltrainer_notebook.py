@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import FIXED_PORT, HOST_NAMESPACES
+from tests.conftest import FIXED_PORT, HOST_NAMESPACES, cell_text
 from tests.local.conftest import assert_no_processes
 
 pytestmark = [
@@ -35,11 +35,6 @@ finally:  # a failed run's outputs (the job's logs) show why
 """
 
 
-def _text(cell: dict) -> str:
-    return "".join(out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
-                   for out in cell.get("outputs", []))
-
-
 def test_modeltrainer_notebook_trains_here_and_plots_the_checkpointed_loss(
     sdk3_python: Path, tmp_path: Path
 ) -> None:
@@ -51,12 +46,12 @@ def test_modeltrainer_notebook_trains_here_and_plots_the_checkpointed_loss(
     done = subprocess.run([str(sdk3_python), "-c", RUN, str(NOTEBOOK), str(NOTEBOOK.parent),
                            str(executed)], env=env, capture_output=True, text=True, timeout=600,
                           check=False)
-    outputs = "\n".join(_text(c) for c in nbformat.read(executed, as_version=4).cells) \
+    outputs = "\n".join(cell_text(c) for c in nbformat.read(executed, as_version=4).cells) \
         if executed.exists() else ""
     assert done.returncode == 0, outputs[-6000:] + done.stderr[-2000:]
 
     notebook = nbformat.read(executed, as_version=4)
-    setup, fit, model, curve = (_text(c) for c in notebook.cells if c.cell_type == "code")
+    setup, fit, model, curve = (cell_text(c) for c in notebook.cells if c.cell_type == "code")
     assert f"python: {sdk3_python.parent}" in setup
     assert "session: sagemaker.core.helper.session_helper.Session us-east-1" in setup
     assert "data: s3://sagemaker-local/modeltrainer-notebook/data" in setup
