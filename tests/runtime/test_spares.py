@@ -1,7 +1,7 @@
 """A warm pool's spare interpreters (`ddpjob_runtime.localkit.spares`), real ones: a worker's
-request that finds no spare ready waits for one that has been importing for a while, instead of
-starting an interpreter of its own (what a job that starts the moment the last one ended meets:
-the spares its requests started are still importing torch)."""
+request that finds no spare ready makes the pool grow, and waits for one that has been importing
+for a while instead of starting an interpreter of its own (what a job that starts the moment the
+last one ended meets: the spares its requests started are still importing torch)."""
 
 from __future__ import annotations
 
@@ -41,10 +41,12 @@ def test_a_request_waits_for_a_spare_nearer_ready_than_a_new_interpreter(tmp_pat
         fresh = [os.open(os.devnull, os.O_RDONLY), os.open(output, os.O_WRONLY | os.O_CREAT),
                  os.open(os.devnull, os.O_WRONLY)]
         # A request the moment a spare starts: an interpreter of its own (no waiting among a
-        # job's own workers), and one more spare starts for the next request.
+        # job's own workers); it found none ready, so two more start: one for the next
+        # request, and one by which the pool grows (the next job finds its spares ready).
         spares.start()
         message = forkrun.request_message(["this"], dict(os.environ), str(tmp_path))
         assert not spares.hand_over(message, dict(os.environ), conn, fresh)
+        assert len(spares.waiting) == 3
         time.sleep(NEARER_S)
         assert not spares.ready  # still importing torch
         assert spares.hand_over(message, dict(os.environ), conn, fresh)  # queued for it

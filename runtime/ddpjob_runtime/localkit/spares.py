@@ -8,12 +8,13 @@ pool's template (`--spares`) keeps spares instead: fresh interpreters it started
 runtime imported, each with its own seed, each waiting to become one worker. The template hands
 a worker's request to a ready spare (the client's connection, its stdio, the request); the
 spare forks the worker and answers the client as the template would (`R`, `X`), then exits.
-Each request for a worker starts a spare (a replacement for the one it took, or for the next
-job when none was ready), so the next job on the pool finds as many as this one asked for;
-at most `MOST_WAITING` wait. A request that finds none ready while one that started at least
-`NEARER_S` earlier is still importing waits for that one (it is nearer ready than a new
-interpreter would be): a job that starts the moment the previous one ended gets the spares
-that job's requests started, while the workers of one job's start do not wait for each other's.
+Each request for a worker starts a spare (a replacement for the one it took), and one more
+when none was ready: the pool grows until a job finds its spares ready and the replacements its
+requests start are ready for the next, so a job that starts the moment the last one ended (a
+tuning job's next trial) finds spares too; at most `MOST_WAITING` wait. A request that finds
+none ready while one that started at least `NEARER_S` earlier is still importing waits for that
+one (it is nearer ready than a new interpreter would be), while the workers of one job's start
+do not wait for each other's spares.
 A spare dies with its template, and its worker with it. A request
 whose environment fixes `PYTHONHASHSEED` or sets other `PYTHON*` start-up variables than the
 spares were started with gets none (each drew its own seed): its worker starts on its own.
@@ -92,11 +93,13 @@ class Spares:
         if startup_environment(env) != startup_environment(self.env):
             return False
         handed = self._hand(message, [conn.fileno(), *fds])
-        nearer = [spare for spare in self.waiting if spare not in self.ready
-                  and time.monotonic() - self.started[spare] >= NEARER_S]
-        if not handed and len(self.queued) < len(nearer):
-            self.queued.append((message, [os.dup(fd) for fd in (conn.fileno(), *fds)]))
-            handed = True
+        if not handed:
+            self.start()  # none was ready: the pool grows by one
+            nearer = [spare for spare in self.waiting if spare not in self.ready
+                      and time.monotonic() - self.started[spare] >= NEARER_S]
+            if len(self.queued) < len(nearer):
+                self.queued.append((message, [os.dup(fd) for fd in (conn.fileno(), *fds)]))
+                handed = True
         self.start()
         return handed
 
