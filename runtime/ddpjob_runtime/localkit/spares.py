@@ -8,14 +8,9 @@ pool's template (`--spares`) keeps spares instead: fresh interpreters it started
 runtime imported, each with its own seed, each waiting to become one worker. The template hands
 a worker's request to a ready spare (the client's connection, its stdio, the request); the
 spare forks the worker and answers the client as the template would (`R`, `X`), then exits.
-Each request for a worker starts a spare (a replacement for the one it took), and one more
-when none was ready: the pool grows until a job finds its spares ready and the replacements its
-requests start are ready for the next, so a job that starts the moment the last one ended (a
-tuning job's next trial) finds spares too; at most `MOST_WAITING` wait. A request that finds
-none ready while one that started at least `NEARER_S` earlier is still importing waits for that
-one (it is nearer ready than a new interpreter would be), while the workers of one job's start
-do not wait for each other's spares.
-A spare dies with its template, and its worker with it. A request
+Each request for a worker starts a spare (a replacement for the one it took, or for the next
+job when none was ready), so the next job on the pool finds as many as this one asked for;
+at most `MOST_WAITING` wait. A spare dies with its template, and its worker with it. A request
 whose environment fixes `PYTHONHASHSEED` or sets other `PYTHON*` start-up variables than the
 spares were started with gets none (each drew its own seed): its worker starts on its own.
 """
@@ -30,7 +25,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 
 from ddpjob_runtime.shared import contract, processes
@@ -38,7 +32,6 @@ from ddpjob_runtime.shared import contract, processes
 log = logging.getLogger("ddpjob_runtime.localkit.spares")
 
 MOST_WAITING = 16  # spares started or ready, not yet handed a worker
-NEARER_S = 0.5  # a spare importing this long is nearer ready than a new interpreter (~2 s)
 READY = b"ready"
 _MAX_MESSAGE = 1 << 20
 
@@ -60,12 +53,8 @@ class Spares:
         self.folder, self.selector = folder, selector
         self.env = {k: v for k, v in env.items() if k != "PYTHONHASHSEED"}
         self.procs: dict[socket.socket, subprocess.Popen] = {}
-        self.started: dict[socket.socket, float] = {}  # when each spare started (monotonic)
         self.waiting: list[socket.socket] = []  # started, not handed a worker yet
         self.ready: list[socket.socket] = []
-        # requests waiting for a spare still starting: the message and our copies of the
-        # client's connection and stdio fds; at most one per spare starting for NEARER_S
-        self.queued: list[tuple[bytes, list[int]]] = []
 
     def start(self) -> None:
         """Start one more spare, unless `MOST_WAITING` wait already."""
@@ -79,57 +68,29 @@ class Spares:
                 pass_fds=[theirs.fileno()], env=self.env, stdin=subprocess.DEVNULL,
                 preexec_fn=processes.ends_with_this_process(signal.SIGKILL),
             )  # fmt: skip
-        self.procs[ours], self.started[ours] = proc, time.monotonic()
+        self.procs[ours] = proc
         self.waiting.append(ours)
         self.selector.register(ours, selectors.EVENT_READ, ("spare", ours))
 
     def hand_over(self, message: bytes, env: Mapping[str, str], conn: socket.socket,
                   fds: list[int]) -> bool:
         """Give a ready spare the client's request (`message`, with the environment `env`),
-        connection and stdio `fds` (the caller closes its copies), or queue it for a spare
-        started earlier and still starting; False when there is neither (a spare then starts
-        for the next request) or `env` asks for an interpreter started otherwise (a fixed hash
-        seed, other `PYTHON*` settings: none starts)."""
+        connection and stdio `fds` (the caller closes its copies); False when none is ready
+        (a spare then starts for the next request) or `env` asks for an interpreter started
+        otherwise (a fixed hash seed, other `PYTHON*` settings: none starts)."""
         if startup_environment(env) != startup_environment(self.env):
             return False
-        handed = self._hand(message, [conn.fileno(), *fds])
-        if not handed:
-            self.start()  # none was ready: the pool grows by one
-            nearer = [spare for spare in self.waiting if spare not in self.ready
-                      and time.monotonic() - self.started[spare] >= NEARER_S]
-            if len(self.queued) < len(nearer):
-                self.queued.append((message, [os.dup(fd) for fd in (conn.fileno(), *fds)]))
-                handed = True
-        self.start()
-        return handed
-
-    def _hand(self, message: bytes, fds: list[int]) -> bool:
-        """Send the request to the first ready spare that takes it; False when none does."""
-        while self.ready:
+        handed = False
+        while self.ready and not handed:
             spare = self.ready.pop(0)
             self.waiting.remove(spare)
             try:
-                socket.send_fds(spare, [message], fds)
-                return True
+                socket.send_fds(spare, [message], [conn.fileno(), *fds])
+                handed = True
             except OSError as exc:  # it died since it said it was ready: reaped on its EOF
                 log.warning("a spare interpreter is gone: %s", exc)
-        return False
-
-    def _answer_queued(self) -> None:
-        """Hand queued requests to ready spares; answer those no starting spare is left for
-        (one died) as the template answers a worker without spares: `P`, an interpreter of
-        its own."""
-        while self.queued and self.ready:
-            message, fds = self.queued.pop(0)
-            if not self._hand(message, fds):  # every ready one was gone
-                self.queued.insert(0, (message, fds))
-                break
-            _close_all(fds)
-        while len(self.queued) > len(self.waiting) - len(self.ready):
-            _, fds = self.queued.pop()
-            with contextlib.suppress(OSError):
-                os.write(fds[0], b"P")
-            _close_all(fds)
+        self.start()
+        return handed
 
     def heard(self, spare: socket.socket) -> None:
         """A spare said it is ready, or exited (its socket's end: reap it)."""
@@ -137,16 +98,13 @@ class Spares:
             if spare.recv(len(READY)) == READY:
                 self.ready.append(spare)
                 log.info("spare worker interpreter %d is ready", self.procs[spare].pid)
-                self._answer_queued()
                 return
         self.selector.unregister(spare)
         for listed in (self.waiting, self.ready):
             if spare in listed:
                 listed.remove(spare)
         self.procs.pop(spare).wait()
-        self.started.pop(spare)
         spare.close()
-        self._answer_queued()
 
     def pids(self) -> set[int]:
         """The pids of the spares not reaped yet."""
@@ -157,15 +115,6 @@ class Spares:
         for proc in self.procs.values():
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        for _, fds in self.queued:
-            _close_all(fds)
-        self.queued.clear()
-
-
-def _close_all(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def take_one(channel: socket.socket) -> tuple[socket.socket, bytes, list[int]] | None:
