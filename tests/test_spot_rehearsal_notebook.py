@@ -10,8 +10,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.conftest import cell_text
 from tests.local.conftest import assert_no_processes
-from tests.test_notebook import _text
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "spot_rehearsal.ipynb"
 
@@ -29,7 +29,7 @@ def test_spot_rehearsal_notebook_resumes_after_two_interruptions_and_plots_them(
     NotebookClient(notebook, kernel_name="python3", timeout=300,
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    setup, script, fit, history, plot = (_text(cell) for cell in code)
+    setup, script, fit, history, plot = (cell_text(cell) for cell in code)
     assert f"home: {home}" in setup and f"Writing {tmp_path / 'tmp'}/spot-rehearsal-" in script
 
     # Each interruption: SIGTERM reached the script, which saved the step it stopped after;

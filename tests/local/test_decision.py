@@ -35,14 +35,20 @@ def test_every_host_exited_0_is_done_without_an_end() -> None:
         progress=SecondaryStatus.UPLOADING, done=True)
 
 
-def test_a_failed_host_ends_the_job_and_is_named_once_its_peers_had_time_to_end() -> None:
-    failing = {"algo-1": None, "algo-2": 3}
-    # Its peer may be failing of the same cause: it gets SETTLE_S to end and say why itself.
-    assert decide(_seen(exit_codes=failing, failed_for_s=SETTLE_S / 2)) == Decision()
-    decision = decide(_seen(exit_codes=failing, failed_for_s=SETTLE_S))
+def test_a_failed_host_ends_the_job_and_is_named() -> None:
+    decision = decide(_seen(exit_codes={"algo-1": None, "algo-2": 3}))
     assert (decision.end, decision.failed_host, decision.done) == (
         EndCause.HOST_FAILED, "algo-2", False)
-    ended = decide(_seen(exit_codes={"algo-1": 1, "algo-2": 3}, failed_for_s=0.1))
+
+
+def test_a_host_failed_of_a_consequence_leaves_its_peers_time_to_say_the_cause() -> None:
+    failing = {"algo-1": None, "algo-2": 3}
+    # Its peer may be failing of the cause itself: it gets SETTLE_S to end and say why.
+    waiting = _seen(exit_codes=failing, cause_known=False, failed_for_s=SETTLE_S / 2)
+    assert decide(waiting) == Decision()
+    decision = decide(_seen(exit_codes=failing, cause_known=False, failed_for_s=SETTLE_S))
+    assert (decision.end, decision.failed_host) == (EndCause.HOST_FAILED, "algo-2")
+    ended = decide(_seen(exit_codes={"algo-1": 1, "algo-2": 3}, cause_known=False))
     assert (ended.end, ended.done) == (EndCause.HOST_FAILED, True)
 
 

@@ -13,9 +13,10 @@ from typing import Any
 from ddpjob.job_status import EndCause, SecondaryStatus, job_progress
 from ddpjob.local.base.failure_cause import HostFailure, choose
 
-#: How long the other hosts may go on after a host failed, to end of themselves: a rank's
-#: error ends its peers' collectives too, and a peer's host can exit first; ending the first
-#: host before its agent recorded the error would name a consequence as the cause.
+#: How long the other hosts may go on after hosts failed of consequences only (a peer's
+#: connection closed), to end of themselves: a rank's error ends its peers' collectives too,
+#: and a peer's host can exit first; ending the failing host before its agent recorded the
+#: error would name a consequence as the cause.
 SETTLE_S = 5.0
 
 
@@ -33,6 +34,7 @@ class Observation:
     max_wait_s: float | None = None  # MaxWaitTimeInSeconds of a spot job
     interruption: Mapping[str, Any] | None = None  # asked for or planned, due now
     failed_for_s: float = 0.0  # since a host was first seen exiting non-zero
+    cause_known: bool = True  # a failed host's failure is a cause, not a consequence
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ def decide(seen: Observation) -> Decision:
     MaxWaitTimeInSeconds, which bounds an interruption's notice too. A stop request comes
     first, then MaxWaitTimeInSeconds, MaxRuntimeInSeconds, an interruption (with notice it ends
     the hosts; a lost host is only killed: its failure comes next), then a host that failed
-    (the others ended once they all exited or SETTLE_S passed); otherwise the job is as far
-    as its slowest host (exited 0: "Done").
+    (the others ended at once, or, while only consequences are known, once they all exited or
+    SETTLE_S passed); otherwise the job is as far as its slowest host (exited 0: "Done").
     """
     done = all(code is not None for code in seen.exit_codes.values())
     past_max_wait = bool(seen.max_wait_s and seen.waited_s > seen.max_wait_s)
@@ -72,7 +74,7 @@ def decide(seen: Observation) -> Decision:
         end = EndCause.INTERRUPTED if seen.interruption["notice"] else None
         return Decision(end=end, interrupt=seen.interruption)
     failed = [host for host, code in seen.exit_codes.items() if code not in (None, 0)]
-    if failed and (done or seen.failed_for_s >= SETTLE_S):
+    if failed and (done or seen.cause_known or seen.failed_for_s >= SETTLE_S):
         return Decision(end=EndCause.HOST_FAILED, failed_host=failed[0], done=done)
     if failed:
         return Decision()

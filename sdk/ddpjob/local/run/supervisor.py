@@ -77,7 +77,8 @@ class Supervisor:
         running = state.training_s(now) if state.training_start_time is not None \
             else now - state.creation_time
         codes = self.hosts.exit_codes()
-        if self.failure_seen_at is None and any(c not in (None, 0) for c in codes.values()):
+        failures = self._host_failures(codes)
+        if self.failure_seen_at is None and failures:
             self.failure_seen_at = now
         return Observation(
             phases=self.hosts.phases(), exit_codes=codes,
@@ -87,6 +88,7 @@ class Supervisor:
             max_wait_s=self.job.max_wait_s,
             interruption=_interruption_due(state, now),
             failed_for_s=0.0 if self.failure_seen_at is None else now - self.failure_seen_at,
+            cause_known=any(not failure.is_consequence for failure in failures),
         )  # fmt: skip
 
     def _apply(self, decision: Decision, codes: dict[str, int | None]) -> None:
