@@ -9,6 +9,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ddpjob.local.isolation import sandbox
@@ -50,6 +51,19 @@ def cell_text(cell: dict) -> str:
     """What an executed notebook cell printed: its streams, else its results' plain text."""
     return "".join(out.get("text", "") or "".join(out.get("data", {}).get("text/plain", ""))
                    for out in cell.get("outputs", []))
+
+
+def executed_code_cells(path: Path, timeout_s: int) -> tuple[list[Any], list[str]]:
+    """The notebook `path` run top to bottom in a fresh kernel of this environment (which
+    inherits this process's environment), in its own folder: its code cells and their texts."""
+    import nbformat  # the notebook tests' alone
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    NotebookClient(notebook, kernel_name="python3", timeout=timeout_s,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    return code, [cell_text(cell) for cell in code]
 
 
 def folder_tier(path: Path) -> str | None:

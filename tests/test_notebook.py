@@ -6,27 +6,14 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from tests.conftest import cell_text
+from tests.conftest import executed_code_cells
 from tests.local.conftest import assert_no_processes
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "quickstart.ipynb"
 
 pytestmark = pytest.mark.slow
-
-
-def _execute() -> tuple[nbformat.NotebookNode, list[str]]:
-    """The quickstart run top to bottom in a fresh kernel, and each code cell's text output."""
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(
-        notebook, kernel_name="python3", timeout=300,
-        resources={"metadata": {"path": str(NOTEBOOK.parent)}},
-    )  # fmt: skip
-    client.execute()
-    return notebook, [cell_text(cell) for cell in notebook.cells if cell.cell_type == "code"]
 
 
 def test_quickstart_notebook_trains_and_opens_the_model_every_run(
@@ -38,7 +25,7 @@ def test_quickstart_notebook_trains_and_opens_the_model_every_run(
     home = tmp_path / "home"
     monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
     for run in (1, 2):
-        notebook, outputs = _execute()
+        code, outputs = executed_code_cells(NOTEBOOK, 300)
         setup, fit, curve, model, checkpoints = outputs
         assert f"python: {sys.executable}" in setup  # the kernel runs this environment's Python
         assert f"home: {home}" in setup
@@ -47,8 +34,7 @@ def test_quickstart_notebook_trains_and_opens_the_model_every_run(
         assert "[algo-2]" in fit and "Completed" in fit
         values = [float(v) for v in re.findall(r"from (\S+) to (\S+)", curve)[0]]
         assert re.search(r"^(\d+) loss values", curve).group(1) != "0" and values[1] < values[0]
-        plot = next(cell for cell in notebook.cells
-                    if cell.cell_type == "code" and "training_job_analytics" in cell.source)
+        plot = next(cell for cell in code if "training_job_analytics" in cell.source)
         assert any("image/png" in out.get("data", {}) for out in plot.outputs)  # the plot itself
         assert "status: Completed" in model
         assert "history: Starting -> " in model and model.count("Completed") >= 2

@@ -6,11 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from tests.conftest import cell_text
+from tests.conftest import executed_code_cells
 from tests.local.conftest import assert_no_processes
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "spot_rehearsal.ipynb"
@@ -25,11 +23,8 @@ def test_spot_rehearsal_notebook_resumes_after_two_interruptions_and_plots_them(
     monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
     (tmp_path / "tmp").mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the notebook writes train.py
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(notebook, kernel_name="python3", timeout=300,
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    setup, script, fit, history, plot = (cell_text(cell) for cell in code)
+    code, texts = executed_code_cells(NOTEBOOK, 300)
+    setup, script, fit, history, plot = texts
     assert f"home: {home}" in setup and f"Writing {tmp_path / 'tmp'}/spot-rehearsal-" in script
 
     # Each interruption: SIGTERM reached the script, which saved the step it stopped after;

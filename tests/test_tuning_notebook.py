@@ -9,11 +9,9 @@ import re
 import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from tests.conftest import cell_text
+from tests.conftest import executed_code_cells
 from tests.local.conftest import assert_no_processes
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "tuning.ipynb"
@@ -26,11 +24,8 @@ def test_tuning_notebook_stops_the_worst_trial_early_and_opens_the_best_checkpoi
 ) -> None:
     home = tmp_path / "home"
     monkeypatch.setenv("DDPJOB_HOME", str(home))  # the kernel inherits this environment
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(notebook, kernel_name="python3", timeout=400,
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    setup, tune, trials, checkpoint = (cell_text(cell) for cell in code)
+    code, texts = executed_code_cells(NOTEBOOK, 400)
+    setup, tune, trials, checkpoint = texts
     assert f"python: {sys.executable}" in setup and f"home: {home}" in setup
 
     assert "status: Completed" in tune, tune
