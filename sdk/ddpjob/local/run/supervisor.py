@@ -77,7 +77,8 @@ class Supervisor:
         running = state.training_s(now) if state.training_start_time is not None \
             else now - state.creation_time
         codes = self.hosts.exit_codes()
-        failures = self._host_failures(codes)
+        # what the failed hosts wrote matters only until the supervisor decided to end them
+        failures = self._host_failures(codes) if self.cause is None else []
         if self.failure_seen_at is None and failures:
             self.failure_seen_at = now
         return Observation(
